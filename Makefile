@@ -1,0 +1,142 @@
+# kernelbot: plain GNU make, no autotools.
+#   make            build/kernelbot
+#   make test       every suite (C unit tests, pytest), ends "N passed, N failed"
+#   make test-asan  the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-gpu   the GPU suites (needs an NVIDIA GPU; says so and exits 0 without one)
+#   make demo       the main job on built-in defaults
+#   make install PREFIX=/usr/local DESTDIR=
+# Missing packages are installed by mk/deps.sh (apt-get) or it prints the command.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+BUILD ?= build
+VERSION := 0.1.0
+
+PKGS := libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd
+# Every make goal that compiles needs the packages; these do not.
+NODEPS_GOALS := clean help
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter -Wformat=2 -Wno-format-nonliteral
+BASE_CFLAGS := -std=c11 -g $(WARN) -Ibot -I. -Iverifier/include \
+	-DKB_VERSION='"$(VERSION)"' -D_GNU_SOURCE -MMD -MP
+OPT ?= -O2
+SAN_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+ifeq ($(filter $(NODEPS_GOALS),$(MAKECMDGOALS)),)
+ifneq ($(MAKECMDGOALS),)
+DEPS_PROFILE := $(if $(filter test test-asan test-gpu asan check,$(MAKECMDGOALS)),test,$(if $(filter demo bench%,$(MAKECMDGOALS)),demo,build))
+else
+DEPS_PROFILE := build
+endif
+# Generated once per profile: runs mk/deps.sh, then records pkg-config's flags.
+-include $(BUILD)/deps-$(DEPS_PROFILE).mk
+endif
+
+$(BUILD)/deps-%.mk: mk/deps.sh
+	@mkdir -p $(BUILD)
+	@sh mk/deps.sh $*
+	@pkg-config --exists $(PKGS) || { echo "pkg-config cannot find: $(PKGS)" >&2; rm -f $@.tmp; exit 2; }
+	@{ echo "PKG_CFLAGS := $$(pkg-config --cflags $(PKGS))"; \
+	   echo "PKG_LIBS := $$(pkg-config --libs $(PKGS))"; } > $@.tmp && mv $@.tmp $@
+
+# Sources: every .c under bot/, verifier/ and bench/ is part of the library
+# except the program's entry point; tests link against the library.
+LIB_SRCS := $(sort $(shell find bot verifier bench -name '*.c' ! -path 'bot/main.c' 2>/dev/null))
+MAIN_SRC := bot/main.c
+TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+TEST_HELPER_SRCS := $(sort $(wildcard tests/unit/helpers/*.c))
+LIBS = $(PKG_LIBS) -lm -lpthread
+
+define objs
+$(patsubst %.c,$(1)/obj/%.o,$(2))
+endef
+
+CFLAGS_REL = $(BASE_CFLAGS) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+CFLAGS_SAN = $(BASE_CFLAGS) $(SAN_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
+
+REL := $(BUILD)
+SAN := $(BUILD)/asan
+
+.SECONDARY:
+.PHONY: all asan test test-asan test-gpu demo install uninstall clean help check bench-eval bench-templates
+all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
+
+# kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
+# carried to a GPU runner without the Debian package still compiles them
+DLPACK_H := $(firstword $(wildcard /usr/include/dlpack/dlpack.h /usr/local/include/dlpack/dlpack.h))
+$(REL)/include/dlpack/dlpack.h: $(DLPACK_H)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+# --- release build ---
+$(REL)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -c $< -o $@
+$(REL)/libkernelbot.a: $(call objs,$(REL),$(LIB_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+$(REL)/kernelbot: $(call objs,$(REL),$(MAIN_SRC)) $(REL)/libkernelbot.a
+	$(CC) $(CFLAGS_REL) -o $@ $^ $(LIBS) $(LDFLAGS)
+$(REL)/tests/%: $(REL)/obj/tests/unit/%.o $(call objs,$(REL),$(TEST_HELPER_SRCS)) $(REL)/libkernelbot.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -o $@ $^ $(LIBS) -lcmocka $(LDFLAGS)
+
+# --- sanitizer build ---
+$(SAN)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_SAN) -c $< -o $@
+$(SAN)/libkernelbot.a: $(call objs,$(SAN),$(LIB_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+$(SAN)/kernelbot: $(call objs,$(SAN),$(MAIN_SRC)) $(SAN)/libkernelbot.a
+	$(CC) $(CFLAGS_SAN) -o $@ $^ $(LIBS) $(LDFLAGS)
+$(SAN)/tests/%: $(SAN)/obj/tests/unit/%.o $(call objs,$(SAN),$(TEST_HELPER_SRCS)) $(SAN)/libkernelbot.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_SAN) -o $@ $^ $(LIBS) -lcmocka $(LDFLAGS)
+
+TEST_BINS := $(patsubst tests/unit/%.c,$(REL)/tests/%,$(TEST_SRCS))
+SAN_TEST_BINS := $(patsubst tests/unit/%.c,$(SAN)/tests/%,$(TEST_SRCS))
+
+asan: $(SAN)/kernelbot
+
+test: all $(TEST_BINS)
+	@KB_BUILD=$(REL) sh tests/run.sh
+
+check: test
+
+test-asan: $(SAN)/kernelbot $(SAN_TEST_BINS)
+	@KB_BUILD=$(SAN) KB_SANITIZE=1 \
+	 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=23 \
+	 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	 sh tests/run.sh
+
+test-gpu: all
+	@KB_BUILD=$(REL) sh tests/run_gpu.sh
+
+demo: all
+	@KB_BUILD=$(REL) sh examples/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kernelbot
+	install -m 0755 $(REL)/kernelbot $(DESTDIR)$(PREFIX)/bin/kernelbot
+	install -m 0644 config.ini $(DESTDIR)$(PREFIX)/share/kernelbot/config.ini
+	for d in verifier/harness bench/harness; do \
+		if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/kernelbot/$$d && \
+			cp -R $$d/. $(DESTDIR)$(PREFIX)/share/kernelbot/$$d/; fi; done
+	install -d $(DESTDIR)$(PREFIX)/share/kernelbot/verifier/include/dlpack
+	cp -R verifier/include/. $(DESTDIR)$(PREFIX)/share/kernelbot/verifier/include/
+	cp $(REL)/include/dlpack/dlpack.h $(DESTDIR)$(PREFIX)/share/kernelbot/verifier/include/dlpack/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kernelbot
+	rm -rf $(DESTDIR)$(PREFIX)/share/kernelbot
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,42 @@
+#ifndef KB_CLI_H
+#define KB_CLI_H
+/*
+ * The command line: `kernelbot <command> [options]`. Each command lives in
+ * its own cmd_*.c and is one row in cli_commands[] (commands.c). Every
+ * command parses its own options with getopt_long, accepts --help and
+ * -c FILE, and returns one of the exit codes below.
+ */
+#include "core/common.h"
+
+struct kb_config;
+
+enum kb_exit {
+	KB_EXIT_OK = 0,      /* done, or verified */
+	KB_EXIT_NO = 1,      /* the work said no: rejected kernel, failed job */
+	KB_EXIT_USAGE = 2    /* bad usage or environment */
+};
+
+struct cli_command {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+};
+
+extern const struct cli_command cli_commands[];
+extern const size_t cli_nr_commands;
+
+/* Print "kernelbot CMD: message" and a hint to --help; returns KB_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) KB_PRINTF(2, 3);
+/*
+ * Load the config a command was given (-c FILE), or the default path, apply
+ * its logging settings, and register its secrets. Returns 0 or KB_EXIT_USAGE
+ * after the error was printed.
+ */
+int cli_load_config(const char *explicit_path, struct kb_config *cfg);
+
+int cmd_help(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+
+#endif

@@ -1,0 +1,38 @@
+#include "core/common.h"
+#include "cli/cli.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/util.h"
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "kernelbot %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'kernelbot %s --help'.\n", cmd);
+	return KB_EXIT_USAGE;
+}
+
+int cli_load_config(const char *explicit_path, struct kb_config *cfg)
+{
+	const char *path = kb_config_default_path(explicit_path);
+
+	if (explicit_path && !path) {
+		fprintf(stderr, "kernelbot: config file '%s' does not exist\n", explicit_path);
+		kb_config_init(cfg);
+		return KB_EXIT_USAGE;
+	}
+	if (!path) {
+		kb_config_init(cfg);
+		return 0;
+	}
+	if (kb_config_load(cfg, path))
+		return KB_EXIT_USAGE;
+	if (log_open(cfg->log_file))
+		return KB_EXIT_USAGE;
+	log_set_level(cfg->log_level);
+	return 0;
+}

@@ -1,0 +1,11 @@
+#include "core/common.h"
+#include "cli/cli.h"
+
+/* The dispatch table: later commands (verify, bench, run, daemon, action) add a row. */
+const struct cli_command cli_commands[] = {
+	{ "help", "show commands, or one command's help", cmd_help },
+	{ "version", "print the version", cmd_version },
+	{ "config", "check and print the configuration (config check)", cmd_config },
+	{ "status", "list jobs and their state", cmd_status },
+};
+const size_t cli_nr_commands = ARRAY_SIZE(cli_commands);

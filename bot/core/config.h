@@ -1,0 +1,79 @@
+#ifndef KB_CONFIG_H
+#define KB_CONFIG_H
+/*
+ * The daemon's configuration: one typed struct filled from an INI file
+ * (inih) through a table of (section, key, type, default, validator) rows
+ * in config.c. Adding a key means one struct field here and one table row
+ * there, plus its documented line in config.ini.
+ *
+ * Values may contain ${VAR}, expanded from the environment at load time
+ * (an unset variable is an error naming file, line and key). Keys marked
+ * secret are registered with the log redaction filter and printed as ***.
+ */
+#include "core/common.h"
+#include "core/log.h"
+
+enum kb_backend { KB_BACKEND_AUTO, KB_BACKEND_CUDA, KB_BACKEND_CPU };
+
+struct kb_config {
+	char *source; /* path of the file read, or "(built-in defaults)" */
+
+	/* [core] */
+	char *state_dir;              /* SQLite database, work trees, caches */
+	char *log_file;               /* "" or "-": stderr */
+	enum kb_log_level log_level;
+
+	/* [harness]: how candidates are built and judged (verifier/) */
+	char *python;                 /* "" : auto (first python3 that imports torch) */
+	enum kb_backend backend;      /* auto: cuda when a GPU is present, else cpu */
+	int64_t timeout_s;            /* wall clock per evaluation */
+	int64_t seeds;                /* trials per config */
+	int64_t max_configs;          /* configs evaluated per operator */
+	double atol_fp32, rtol_fp32;
+	double atol_fp16, rtol_fp16;
+	double atol_bf16, rtol_bf16;
+	double suspicious_speedup;    /* flag speedups above this */
+	int64_t memory_limit_mb;      /* RLIMIT_AS of a CPU-backend evaluation, 0: none */
+	int64_t build_jobs;           /* parallel compiles, 0: number of cores */
+	char *nvcc;                   /* CUDA compiler */
+	char *cxx;                    /* C++ compiler for the CPU backend */
+	char *cuda_arch;              /* "auto" or e.g. "sm_90" */
+	char *data_dir;               /* "" : auto (repo checkout or PREFIX/share/kernelbot) */
+
+	/* [bench]: timing */
+	int64_t warmup;               /* untimed calls before timing */
+	int64_t min_time_ms;          /* keep repeating until this much was measured */
+	int64_t max_reps;
+	bool l2_flush;
+	char *baselines;              /* comma list of eager, compile */
+
+	/* [github]: used by the github forge */
+	char *github_api_url;
+	char *github_token;           /* secret */
+	char *github_webhook_secret;  /* secret */
+	int64_t github_app_id;
+	char *github_private_key_file;
+};
+
+/* Fill every field with its default. */
+void kb_config_init(struct kb_config *cfg);
+/*
+ * kb_config_init + the file's values. Returns 0, or -1 after logging one
+ * message "FILE:LINE: ..." that names the offending section/key. On error
+ * cfg still holds defaults plus whatever preceded the bad line, and must
+ * be released.
+ */
+int kb_config_load(struct kb_config *cfg, const char *path);
+/* Free every string the struct owns. */
+void kb_config_release(struct kb_config *cfg);
+/* Print the effective configuration as INI, secrets as ***. */
+void kb_config_print(const struct kb_config *cfg, FILE *fp);
+
+/*
+ * Pick the config file for a command: explicit (must exist), else
+ * ./config.ini, else /etc/kernelbot/config.ini, else NULL (built-in
+ * defaults). Returns a pointer to a static or to explicit.
+ */
+const char *kb_config_default_path(const char *explicit_path);
+
+#endif

@@ -1,0 +1,162 @@
+#include "core/common.h"
+#include "core/state.h"
+
+/*
+ * The ordered schema migrations. Rules:
+ *  - Never edit a migration that has shipped; append a new one.
+ *  - Each runs inside one BEGIN IMMEDIATE transaction with its user_version
+ *    bump, so it must not contain BEGIN/COMMIT or PRAGMA foreign_keys
+ *    (a no-op inside a transaction). A table rebuild (to change a CHECK)
+ *    follows SQLite's "12 steps" with ALTER TABLE ... RENAME and must leave
+ *    `PRAGMA foreign_key_check` empty.
+ *  - JSON columns are TEXT checked with json_valid() (built in since 3.38).
+ *  - Timestamps are INTEGER Unix seconds. Open sets (proposer, backend,
+ *    status) have no CHECK, so adding a value needs no migration.
+ */
+
+static const char schema_v1[] =
+	"CREATE TABLE repositories ("
+	"  id INTEGER PRIMARY KEY,"
+	"  forge TEXT NOT NULL CHECK (forge IN ('github', 'local')),"
+	"  full_name TEXT NOT NULL,"
+	"  etag TEXT,"                       /* of the last poll, for If-None-Match */
+	"  last_polled_at INTEGER,"
+	"  created_at INTEGER NOT NULL,"
+	"  UNIQUE (forge, full_name)"
+	");"
+
+	/* One job per (pull request, head sha pinned at labelling, operator). */
+	"CREATE TABLE jobs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  repository_id INTEGER NOT NULL REFERENCES repositories(id),"
+	"  pr_number INTEGER NOT NULL CHECK (pr_number >= 0),"
+	"  head_sha TEXT NOT NULL,"
+	"  operator TEXT NOT NULL,"          /* path in the repository */
+	"  state TEXT NOT NULL DEFAULT 'queued'"
+	"    CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),"
+	"  stage TEXT,"
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  error TEXT,"
+	"  best_candidate_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  started_at INTEGER,"
+	"  finished_at INTEGER,"
+	"  UNIQUE (repository_id, pr_number, head_sha, operator)"
+	");"
+	/* claim_next and status --state: oldest first within a state */
+	"CREATE INDEX jobs_by_state ON jobs (state, created_at, id);"
+
+	/* Meta-prompts; job_id NULL for prompts shared by every job. */
+	"CREATE TABLE prompts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  job_id INTEGER REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  parent_id INTEGER REFERENCES prompts(id) ON DELETE SET NULL,"
+	"  sections TEXT NOT NULL CHECK (json_valid(sections)),"
+	"  fitness REAL,"                    /* best score of the kernels it produced */
+	"  uses INTEGER NOT NULL DEFAULT 0,"
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX prompts_by_job ON prompts (job_id, fitness);"
+
+	"CREATE TABLE candidates ("
+	"  id INTEGER PRIMARY KEY,"
+	"  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  parent_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  second_parent_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  proposer TEXT NOT NULL,"          /* template, llm, ... */
+	"  model TEXT,"
+	"  prompt_id INTEGER REFERENCES prompts(id) ON DELETE SET NULL,"
+	"  source TEXT NOT NULL,"
+	"  source_hash TEXT NOT NULL,"       /* of the normalised source: duplicates */
+	"  backend TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL DEFAULT 0,"
+	"  island INTEGER NOT NULL DEFAULT 0,"
+	"  verdict TEXT NOT NULL DEFAULT 'pending'"
+	"    CHECK (verdict IN ('pending', 'verified', 'rejected', 'error')),"
+	"  reasons TEXT CHECK (reasons IS NULL OR json_valid(reasons)),"
+	"  speedup REAL,"
+	"  evidence TEXT CHECK (evidence IS NULL OR json_valid(evidence)),"
+	"  cell_memory INTEGER CHECK (cell_memory BETWEEN 0 AND 3),"
+	"  cell_compute INTEGER CHECK (cell_compute BETWEEN 0 AND 3),"
+	"  cell_parallel INTEGER CHECK (cell_parallel BETWEEN 0 AND 3),"
+	"  build_info TEXT CHECK (build_info IS NULL OR json_valid(build_info)),"
+	"  created_at INTEGER NOT NULL,"
+	"  UNIQUE (job_id, source_hash)"     /* also serves "candidates of a job" */
+	");"
+	"CREATE INDEX candidates_by_verdict ON candidates (job_id, verdict, speedup);"
+	"CREATE INDEX candidates_by_parent ON candidates (parent_id);"
+	"CREATE INDEX candidates_by_second_parent ON candidates (second_parent_id);"
+	"CREATE INDEX candidates_by_prompt ON candidates (prompt_id);"
+
+	/* The MAP-Elites archive: the elite of each cell of each island. */
+	"CREATE TABLE archive_cells ("
+	"  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+	"  island INTEGER NOT NULL,"
+	"  memory INTEGER NOT NULL CHECK (memory BETWEEN 0 AND 3),"
+	"  compute INTEGER NOT NULL CHECK (compute BETWEEN 0 AND 3),"
+	"  parallel INTEGER NOT NULL CHECK (parallel BETWEEN 0 AND 3),"
+	"  candidate_id INTEGER NOT NULL REFERENCES candidates(id) ON DELETE CASCADE,"
+	"  fitness REAL NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (job_id, island, memory, compute, parallel)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX archive_cells_by_candidate ON archive_cells (candidate_id);"
+
+	/*
+	 * What the bot put on the forge, found again by marker after a restart
+	 * so nothing is posted twice. job_id NULL for repository-wide objects.
+	 */
+	"CREATE TABLE forge_objects ("
+	"  id INTEGER PRIMARY KEY,"
+	"  job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,"
+	"  repository_id INTEGER NOT NULL REFERENCES repositories(id),"
+	"  kind TEXT NOT NULL CHECK (kind IN ('branch', 'pull_request', 'comment',"
+	"    'review_comment', 'check_run', 'status', 'label')),"
+	"  remote_id TEXT,"                  /* GitHub id, or branch name */
+	"  url TEXT,"
+	"  marker TEXT NOT NULL,"
+	"  body_hash TEXT,"                  /* skip an edit that changes nothing */
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  UNIQUE (repository_id, kind, marker)"
+	");"
+	"CREATE INDEX forge_objects_by_job ON forge_objects (job_id);"
+
+	/* Usage, cost and the responses themselves (replay from a seed). */
+	"CREATE TABLE llm_calls ("
+	"  id INTEGER PRIMARY KEY,"
+	"  job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,"
+	"  model TEXT NOT NULL,"
+	"  prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  completion_tokens INTEGER NOT NULL DEFAULT 0,"
+	"  cost_usd REAL NOT NULL DEFAULT 0,"
+	"  latency_ms INTEGER,"
+	"  status TEXT NOT NULL,"            /* ok, http_429, timeout, ... */
+	"  request_hash TEXT,"
+	"  response TEXT,"
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX llm_calls_by_job ON llm_calls (job_id);"
+	"CREATE INDEX llm_calls_by_request ON llm_calls (request_hash);"
+	"CREATE INDEX llm_calls_by_time ON llm_calls (created_at);" /* daily budgets */
+
+	/* X-GitHub-Delivery ids already handled. */
+	"CREATE TABLE webhook_deliveries ("
+	"  delivery_id TEXT PRIMARY KEY,"
+	"  event TEXT NOT NULL,"
+	"  received_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries (received_at);"
+
+	/* Autotuning results keyed by e.g. GPU model + operator + shape. */
+	"CREATE TABLE timings ("
+	"  key TEXT PRIMARY KEY,"
+	"  value TEXT NOT NULL CHECK (json_valid(value)),"
+	"  updated_at INTEGER NOT NULL"
+	");";
+
+const struct kb_state_migration kb_state_migrations[] = {
+	{ 1, "initial schema", schema_v1 },
+};
+const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

@@ -1,0 +1,272 @@
+#include "core/common.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(KB_LOG_ERROR, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int error_errno(const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int saved = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	log_msg(KB_LOG_ERROR, "%s: %s", sb.buf, strerror(saved));
+	strbuf_release(&sb);
+	errno = saved;
+	return -1;
+}
+
+void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(KB_LOG_ERROR, fmt, ap);
+	va_end(ap);
+	exit(2);
+}
+
+void *xmalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+
+	if (!p)
+		die("out of memory allocating %zu bytes", size);
+	return p;
+}
+
+void *xcalloc(size_t nmemb, size_t size)
+{
+	void *p = calloc(nmemb ? nmemb : 1, size ? size : 1);
+
+	if (!p)
+		die("out of memory allocating %zu x %zu bytes", nmemb, size);
+	return p;
+}
+
+void *xrealloc(void *ptr, size_t size)
+{
+	void *p = realloc(ptr, size ? size : 1);
+
+	if (!p)
+		die("out of memory allocating %zu bytes", size);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		die("out of memory duplicating a string");
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (!p)
+		die("out of memory duplicating a string");
+	return p;
+}
+
+void xsnprintf(char *dst, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(dst, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size)
+		die("xsnprintf: output of '%s' truncated", fmt);
+}
+
+size_t kb_strlcpy(char *dst, const char *src, size_t size)
+{
+	size_t len = strlen(src);
+
+	if (size) {
+		size_t n = len < size - 1 ? len : size - 1;
+
+		memcpy(dst, src, n);
+		dst[n] = '\0';
+	}
+	return len;
+}
+
+int64_t kb_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t kb_wall_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+int kb_parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int kb_parse_double(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || isnan(v))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int kb_mkdir_p(const char *path, mode_t mode)
+{
+	char *copy = xstrdup(path);
+	int rc = 0;
+
+	for (char *p = copy + 1; ; p++) {
+		if (*p == '/' || *p == '\0') {
+			char saved = *p;
+
+			*p = '\0';
+			if (mkdir(copy, mode) && errno != EEXIST) {
+				rc = error_errno("could not create directory '%s'", copy);
+				break;
+			}
+			*p = saved;
+			if (!saved)
+				break;
+		}
+	}
+	free(copy);
+	if (!rc && !kb_is_dir(path))
+		rc = error("'%s' exists and is not a directory", path);
+	return rc;
+}
+
+int kb_rm_rf(const char *path)
+{
+	struct stat st;
+	DIR *dir;
+	struct dirent *de;
+	int rc = 0;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : error_errno("could not stat '%s'", path);
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlink(path))
+			return error_errno("could not remove '%s'", path);
+		return 0;
+	}
+	dir = opendir(path);
+	if (!dir)
+		return error_errno("could not open directory '%s'", path);
+	while ((de = readdir(dir))) {
+		struct strbuf child = STRBUF_INIT;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		strbuf_addf(&child, "%s/%s", path, de->d_name);
+		if (kb_rm_rf(child.buf))
+			rc = -1;
+		strbuf_release(&child);
+	}
+	closedir(dir);
+	if (!rc && rmdir(path))
+		rc = error_errno("could not remove directory '%s'", path);
+	return rc;
+}
+
+int kb_write_file_atomic(const char *path, const void *data, size_t len)
+{
+	struct strbuf tmp = STRBUF_INIT;
+	const char *p = data;
+	int fd, rc = -1;
+
+	strbuf_addf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		error_errno("could not create '%s'", tmp.buf);
+		goto out;
+	}
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			error_errno("could not write '%s'", tmp.buf);
+			close(fd);
+			unlink(tmp.buf);
+			goto out;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (fsync(fd) || close(fd)) {
+		error_errno("could not flush '%s'", tmp.buf);
+		unlink(tmp.buf);
+		goto out;
+	}
+	if (rename(tmp.buf, path)) {
+		error_errno("could not rename '%s' to '%s'", tmp.buf, path);
+		unlink(tmp.buf);
+		goto out;
+	}
+	rc = 0;
+out:
+	strbuf_release(&tmp);
+	return rc;
+}
+
+bool kb_is_file(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISREG(st.st_mode);
+}
+
+bool kb_is_dir(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}

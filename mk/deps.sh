@@ -1,0 +1,64 @@
+#!/bin/sh
+# Make sure the packages a make target needs are installed.
+#   mk/deps.sh build   compilers and the -dev packages kernelbot links against
+#   mk/deps.sh test    build + cmocka, torch for the reference operators, pytest,
+#                      git and a web server for the git smart-HTTP tests
+#   mk/deps.sh demo    build + what the CPU backend runs (torch)
+# Installs what is missing with apt-get (as root, else through sudo when it
+# needs no password); otherwise stops and prints the exact command to run.
+set -eu
+
+profile=${1:-build}
+
+build_pkgs="gcc g++ make pkg-config git libgit2-dev libcurl4-openssl-dev libcjson-dev
+libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev"
+run_pkgs="python3 python3-torch python3-numpy"
+test_pkgs="libcmocka-dev python3-pytest lighttpd sqlite3"
+
+case "$profile" in
+build) want="$build_pkgs" ;;
+demo) want="$build_pkgs $run_pkgs" ;;
+test) want="$build_pkgs $run_pkgs $test_pkgs" ;;
+*) echo "mk/deps.sh: unknown profile '$profile' (build, demo or test)" >&2; exit 2 ;;
+esac
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	# Not a Debian-like system: trust pkg-config and say what we looked for.
+	for pc in libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd; do
+		pkg-config --exists "$pc" 2>/dev/null || {
+			echo "mk/deps.sh: pkg-config cannot find '$pc'; install its development package" >&2
+			exit 2
+		}
+	done
+	exit 0
+fi
+
+missing=
+for p in $want; do
+	st=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+	case "$st" in
+	ii*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "mk/deps.sh: installing missing packages:$missing" >&2
+if [ "$(id -u)" = 0 ]; then
+	SUDO=
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+	SUDO="sudo -n"
+else
+	echo "mk/deps.sh: missing packages; run this, then make again:" >&2
+	echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+	exit 2
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Only refresh the lists when an install fails on stale or absent lists.
+if ! $SUDO apt-get install -y -q $missing >&2; then
+	$SUDO apt-get update -q >&2
+	$SUDO apt-get install -y -q $missing >&2 || {
+		echo "mk/deps.sh: apt-get could not install:$missing" >&2
+		exit 2
+	}
+fi
