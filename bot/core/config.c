@@ -617,6 +617,21 @@ out:
 	return rc;
 }
 
+int kb_config_reload(struct kb_config *cfg, const char *path)
+{
+	struct kb_config fresh;
+
+	if (kb_config_load(&fresh, path)) {
+		kb_config_release(&fresh);
+		log_warn("configuration not reloaded: '%s' is invalid; keeping the running one", path);
+		return -1;
+	}
+	kb_config_release(cfg);
+	*cfg = fresh;
+	log_info("configuration reloaded from '%s'", path);
+	return 0;
+}
+
 void kb_config_release(struct kb_config *cfg)
 {
 	for (size_t i = 0; i < NR_ROWS; i++)

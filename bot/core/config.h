@@ -64,6 +64,12 @@ void kb_config_init(struct kb_config *cfg);
  * be released.
  */
 int kb_config_load(struct kb_config *cfg, const char *path);
+/*
+ * SIGHUP: load path into a fresh struct and swap it in only when it is
+ * valid. On error cfg is left exactly as it was (a typo in a deployed file
+ * must not take a running daemon down) and -1 is returned.
+ */
+int kb_config_reload(struct kb_config *cfg, const char *path);
 /* Free every string the struct owns. */
 void kb_config_release(struct kb_config *cfg);
 /* Print the effective configuration as INI, secrets as ***. */

@@ -110,6 +110,28 @@ static void expect_error(const char *content, int line, const char *needle1,
 	assert_int_equal(truncate(logpath.buf, 0), 0);
 }
 
+/* SIGHUP path: a valid file is swapped in, a broken one leaves cfg untouched. */
+static void test_reload(void **state)
+{
+	struct kb_config cfg;
+	char *good = write_tmp("good.ini", "[harness]\nseeds = 7\n");
+	char *bad = write_tmp("bad.ini", "[harness]\nseeds = seven\n");
+
+	assert_int_equal(kb_config_load(&cfg, good), 0);
+	assert_int_equal(cfg.seeds, 7);
+	assert_int_equal(kb_config_reload(&cfg, bad), -1);
+	assert_int_equal(cfg.seeds, 7);
+	assert_string_equal(cfg.source, good);
+	free(good);
+	good = write_tmp("good2.ini", "[harness]\nseeds = 9\n");
+	assert_int_equal(kb_config_reload(&cfg, good), 0);
+	assert_int_equal(cfg.seeds, 9);
+	assert_string_equal(cfg.source, good);
+	kb_config_release(&cfg);
+	free(good);
+	free(bad);
+}
+
 static void test_defaults(void **state)
 {
 	struct kb_config cfg;
@@ -814,6 +836,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_log_redacts_secrets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shipped_config, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reload, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bin_rejects_unknown_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bin_accepts_shipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bin_usage, setup, teardown),
