@@ -7,5 +7,7 @@ const struct cli_command cli_commands[] = {
 	{ "version", "print the version", cmd_version },
 	{ "config", "check and print the configuration (config check)", cmd_config },
 	{ "status", "list jobs and their state", cmd_status },
+	{ "verify", "check a kernel against an operator (exit 0 verified, 1 rejected)", cmd_verify },
+	{ "bench", "time a kernel against torch eager and torch.compile", cmd_bench },
 };
 const size_t cli_nr_commands = ARRAY_SIZE(cli_commands);

@@ -1,23 +1,23 @@
 #include "core/common.h"
 #include "core/subprocess.h"
+#include "core/subprocess_priv.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/util.h"
 
+/*
+ * Starting a child: environment, program lookup, fork and exec, and the
+ * child's side up to exec. Talking to it and waiting for it live in
+ * subprocess_poll.c.
+ */
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 
-#define DEFAULT_CAP ((size_t)16 << 20)
-#define STOP_POLL_MS 100     /* kb_stop_requested() is looked at this often */
-#define DRAIN_MS 250         /* after the group is killed, wait this long for EOF */
-#define CHUNK (64 * 1024)
 #define DEFAULT_PATH "/bin:/usr/bin"
 
 /* What the child reports on its status pipe when it fails before exec. */
@@ -38,14 +38,6 @@ struct child_exec {
 	int in_fd, out_fd, err_fd, res_fd, status_fd;
 	int res_target;
 	const struct child_process *cp;
-};
-
-/* One captured stream. */
-struct sink {
-	int fd;
-	struct strbuf *sb;
-	size_t cap;
-	bool *truncated;
 };
 
 static const char *const secret_words[] = {
@@ -88,6 +80,8 @@ void child_process_init(struct child_process *cp)
 
 void child_process_release(struct child_process *cp)
 {
+	if (cp->state)
+		kill_command(cp);
 	strvec_clear(&cp->args);
 	strvec_clear(&cp->env);
 	strbuf_release(&cp->out);
@@ -187,17 +181,10 @@ static int resolve_program(const char *prog, const struct strvec *env, struct st
 	return -1;
 }
 
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 static void close_pipe(int p[2])
 {
-	close_fd(&p[0]);
-	close_fd(&p[1]);
+	sp_close_fd(&p[0]);
+	sp_close_fd(&p[1]);
 }
 
 /* --- the child, between fork and exec: async-signal-safe calls only --- */
@@ -312,199 +299,6 @@ static _Noreturn void run_child(const struct child_exec *x)
 
 /* --- the parent --- */
 
-static void kill_group(pid_t pid)
-{
-	/* pid is our unreaped child, so neither number can have been reused */
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
-}
-
-/* True once the child has exited; it stays a zombie (WNOWAIT) so that
- * its pid, which is also the group id, cannot be reused before we kill. */
-static bool child_exited(pid_t pid)
-{
-	siginfo_t si;
-
-	memset(&si, 0, sizeof(si));
-	while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		if (errno != EINTR)
-			return true; /* ECHILD: nothing left to wait for */
-	return si.si_pid == pid;
-}
-
-static int reap(pid_t pid, int *exit_code)
-{
-	int status;
-
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	if (WIFEXITED(status))
-		*exit_code = WEXITSTATUS(status);
-	else if (WIFSIGNALED(status))
-		*exit_code = 128 + WTERMSIG(status);
-	else
-		*exit_code = -1;
-	return 0;
-}
-
-static void sink_add(struct sink *s, const char *buf, size_t n)
-{
-	size_t room = s->sb->len < s->cap ? s->cap - s->sb->len : 0;
-	size_t take = n < room ? n : room;
-
-	if (take && strbuf_add(s->sb, buf, take))
-		take = 0; /* the strbuf carries a smaller cap of its own */
-	if (take < n)
-		*s->truncated = true;
-}
-
-/* Read what is there now; closes the sink at EOF or on error. */
-static void sink_read(struct sink *s, char *buf)
-{
-	for (int i = 0; i < 16 && s->fd >= 0; i++) {
-		ssize_t n = read(s->fd, buf, CHUNK);
-
-		if (n > 0) {
-			sink_add(s, buf, (size_t)n);
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		close_fd(&s->fd); /* EOF, or an error we cannot do better with */
-	}
-}
-
-/* Feed stdin; returns true when the child closed its end (EPIPE). */
-static bool feed_stdin(int *fd, const char *in, size_t len, size_t *off)
-{
-	while (*fd >= 0 && *off < len) {
-		size_t want = len - *off < CHUNK ? len - *off : CHUNK;
-		ssize_t n = write(*fd, in + *off, want);
-
-		if (n > 0) {
-			*off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return false;
-		{
-			bool broken = n < 0 && errno == EPIPE;
-
-			close_fd(fd);
-			return broken;
-		}
-	}
-	close_fd(fd);
-	return false;
-}
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -1;
-	return 0;
-}
-
-/*
- * The poll loop: feed stdin, drain the sinks, watch the deadline and stop
- * requests. Returns 0 when the child has exited (the group killed, the
- * pipes drained or the drain window over), KB_ECANCELLED, or -1; in every
- * case the child is dead or dying from SIGKILL and only needs reaping.
- */
-static int pump(struct child_process *cp, pid_t pid, int *pidfd, int *in_fd,
-		struct sink *sinks, size_t nr_sinks, int64_t start, bool *epipe)
-{
-	char *buf = xmalloc(CHUNK);
-	int64_t deadline = cp->timeout_ms > 0 ? start + cp->timeout_ms : 0;
-	int64_t drain_until = 0;
-	bool exited = false;
-	int idle_ms = 1, rc = 0;
-	size_t in_off = 0;
-
-	for (;;) {
-		struct pollfd pfd[8];
-		int in_slot = -1, sink_slot[4] = { -1, -1, -1, -1 };
-		nfds_t n = 0;
-		int64_t now, wait_ms;
-		bool open_fds = *in_fd >= 0;
-
-		if (kb_stop_requested()) {
-			kill_group(pid);
-			cp->cancelled = true;
-			rc = KB_ECANCELLED;
-			break;
-		}
-		if (!exited && child_exited(pid)) {
-			/* grandchildren die with it and cannot hold our pipes */
-			exited = true;
-			kill_group(pid);
-			drain_until = kb_now_ms() + DRAIN_MS;
-			close_fd(in_fd);
-			close_fd(pidfd);
-		}
-		now = kb_now_ms();
-		if (!exited && deadline && now >= deadline) {
-			kill_group(pid);
-			cp->timed_out = true;
-			deadline = 0; /* now wait for the exit, then drain */
-		}
-		for (size_t i = 0; i < nr_sinks; i++)
-			open_fds |= sinks[i].fd >= 0;
-		if (exited && (!open_fds || now >= drain_until))
-			break;
-
-		if (*in_fd >= 0) {
-			in_slot = (int)n;
-			pfd[n].fd = *in_fd;
-			pfd[n++].events = POLLOUT;
-		}
-		for (size_t i = 0; i < nr_sinks; i++)
-			if (sinks[i].fd >= 0) {
-				sink_slot[i] = (int)n;
-				pfd[n].fd = sinks[i].fd;
-				pfd[n++].events = POLLIN;
-			}
-		if (*pidfd >= 0) {
-			pfd[n].fd = *pidfd;
-			pfd[n++].events = POLLIN;
-		}
-		wait_ms = STOP_POLL_MS;
-		if (deadline && deadline - now < wait_ms)
-			wait_ms = deadline - now;
-		if (exited && drain_until - now < wait_ms)
-			wait_ms = drain_until - now;
-		if (!exited && *pidfd < 0 && !open_fds) {
-			/* nothing will wake us when the child exits: back off */
-			if (idle_ms < wait_ms)
-				wait_ms = idle_ms;
-			idle_ms = idle_ms < 50 ? idle_ms * 2 : 100;
-		}
-		if (wait_ms < 0)
-			wait_ms = 0;
-		if (poll(pfd, n, (int)wait_ms) < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = error_errno("could not poll '%s'", cp->args.v[0]);
-			kill_group(pid);
-			break;
-		}
-		if (in_slot >= 0 && pfd[in_slot].revents)
-			*epipe |= feed_stdin(in_fd, cp->in, cp->in_len, &in_off);
-		for (size_t i = 0; i < nr_sinks; i++)
-			if (sink_slot[i] >= 0 && pfd[sink_slot[i]].revents)
-				sink_read(&sinks[i], buf);
-	}
-	free(buf);
-	return rc;
-}
-
 static int report_child_failure(const struct child_process *cp, const struct child_status *st)
 {
 	const char *prog = cp->args.v[0];
@@ -545,23 +339,27 @@ static int read_child_status(int fd, struct child_status *st)
 	return 1;
 }
 
-int run_command(struct child_process *cp)
+/*
+ * Fork and exec; on success the poll side owns the child (cp->state).
+ * persistent: start_command's child, else run_command's.
+ */
+static int start_child(struct child_process *cp, bool persistent, int64_t start)
 {
 	struct strvec env = STRVEC_INIT, sh_argv = STRVEC_INIT;
 	struct strbuf path = STRBUF_INIT;
 	int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
 	int res_pipe[2] = { -1, -1 }, status_pipe[2] = { -1, -1 };
-	int devnull = -1, pidfd = -1;
-	struct sink sinks[3];
-	size_t nr_sinks = 0;
+	int devnull = -1;
+	bool stdin_pipe = cp->in || (persistent && cp->keep_stdin_open);
 	struct child_exec x;
 	struct child_status st;
-	sigset_t all, saved, pipe_set, pending;
-	bool pipe_was_pending, epipe = false;
+	sigset_t all, saved;
 	const char *prog;
 	pid_t pid = -1;
-	int64_t start = kb_now_ms();
 	int rc = -1, fork_errno;
+
+	if (cp->state)
+		return error("'%s' is already running", cp->args.nr ? cp->args.v[0] : "");
 
 	strbuf_reset(&cp->out);
 	strbuf_reset(&cp->err);
@@ -570,6 +368,8 @@ int run_command(struct child_process *cp)
 	cp->timed_out = cp->cancelled = false;
 	cp->exit_code = -1;
 	cp->elapsed_ms = 0;
+	cp->pid = 0;
+	cp->in_fd = -1;
 
 	if (!cp->args.nr)
 		return error("no program to run");
@@ -591,7 +391,7 @@ int run_command(struct child_process *cp)
 		strvec_push(&sh_argv, cp->args.v[i]);
 
 	/* CLOEXEC everywhere: other threads' children must not inherit these */
-	if (cp->in) {
+	if (stdin_pipe) {
 		if (pipe2(in_pipe, O_CLOEXEC)) {
 			error_errno("could not create a pipe for '%s'", prog);
 			goto out;
@@ -613,7 +413,7 @@ int run_command(struct child_process *cp)
 	x.sh_argv = (char *const *)sh_argv.v;
 	x.envp = (char *const *)env.v;
 	x.dir = cp->dir;
-	x.in_fd = cp->in ? in_pipe[0] : devnull;
+	x.in_fd = stdin_pipe ? in_pipe[0] : devnull;
 	x.out_fd = out_pipe[1];
 	x.err_fd = cp->err_to_out ? -1 : err_pipe[1];
 	x.res_fd = res_pipe[1];
@@ -636,89 +436,61 @@ int run_command(struct child_process *cp)
 	}
 	setpgid(pid, pid); /* races with the child's own call; either is enough */
 
-	close_fd(&in_pipe[0]);
-	close_fd(&out_pipe[1]);
-	close_fd(&err_pipe[1]);
-	close_fd(&res_pipe[1]);
-	close_fd(&status_pipe[1]);
-	close_fd(&devnull);
+	sp_close_fd(&in_pipe[0]);
+	sp_close_fd(&out_pipe[1]);
+	sp_close_fd(&err_pipe[1]);
+	sp_close_fd(&res_pipe[1]);
+	sp_close_fd(&status_pipe[1]);
+	sp_close_fd(&devnull);
 
 	if (read_child_status(status_pipe[0], &st)) {
 		int ignored;
 
-		reap(pid, &ignored);
+		sp_reap(pid, &ignored);
 		pid = -1;
 		report_child_failure(cp, &st);
 		goto out;
 	}
-	close_fd(&status_pipe[0]);
 
-#ifdef SYS_pidfd_open
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0)
-		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-#endif
-	/* the sinks own the read ends from here on */
-	sinks[nr_sinks++] = (struct sink){ out_pipe[0], &cp->out,
-		cp->out_cap ? cp->out_cap : DEFAULT_CAP, &cp->out_truncated };
-	out_pipe[0] = -1;
-	if (err_pipe[0] >= 0) {
-		sinks[nr_sinks++] = (struct sink){ err_pipe[0], &cp->err,
-			cp->err_cap ? cp->err_cap : DEFAULT_CAP, &cp->err_truncated };
-		err_pipe[0] = -1;
-	}
-	if (res_pipe[0] >= 0) {
-		sinks[nr_sinks++] = (struct sink){ res_pipe[0], &cp->result,
-			cp->result_cap ? cp->result_cap : DEFAULT_CAP, &cp->result_truncated };
-		res_pipe[0] = -1;
-	}
-	for (size_t i = 0; i < nr_sinks; i++)
-		set_nonblock(sinks[i].fd);
-	if (in_pipe[1] >= 0)
-		set_nonblock(in_pipe[1]);
-
-	/* a child that stops reading its stdin must not kill us with SIGPIPE */
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &saved);
-	sigpending(&pending);
-	pipe_was_pending = sigismember(&pending, SIGPIPE);
-
-	rc = pump(cp, pid, &pidfd, &in_pipe[1], sinks, nr_sinks, start, &epipe);
-
-	if (epipe && !pipe_was_pending) {
-		struct timespec zero = { 0, 0 };
-
-		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-			;
-	}
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-
-	for (size_t i = 0; i < nr_sinks; i++)
-		close_fd(&sinks[i].fd);
-	if (reap(pid, &cp->exit_code) && !rc)
-		rc = error_errno("could not wait for '%s'", prog);
+	/* the state owns the child and our ends of its pipes from here on */
+	child_state_attach(cp, pid, start, in_pipe[1], out_pipe[0], err_pipe[0], res_pipe[0],
+			   persistent);
+	in_pipe[1] = out_pipe[0] = err_pipe[0] = res_pipe[0] = -1;
 	pid = -1;
-	if (rc == KB_ECANCELLED)
-		log_debug("stopped '%s' on request", prog);
+	rc = 0;
 
 out:
 	if (pid > 0) {
 		int ignored;
 
-		kill_group(pid);
-		reap(pid, &ignored);
+		sp_kill_group(pid);
+		sp_reap(pid, &ignored);
 	}
 	close_pipe(in_pipe);
 	close_pipe(out_pipe);
 	close_pipe(err_pipe);
 	close_pipe(res_pipe);
 	close_pipe(status_pipe);
-	close_fd(&devnull);
-	close_fd(&pidfd);
+	sp_close_fd(&devnull);
 	strvec_clear(&env);
 	strvec_clear(&sh_argv);
 	strbuf_release(&path);
-	cp->elapsed_ms = kb_now_ms() - start;
+	if (rc)
+		cp->elapsed_ms = kb_now_ms() - start;
 	return rc;
+}
+
+int start_command(struct child_process *cp)
+{
+	return start_child(cp, true, kb_now_ms());
+}
+
+int run_command(struct child_process *cp)
+{
+	int64_t start = kb_now_ms();
+	int rc = start_child(cp, false, start);
+
+	if (rc)
+		return rc;
+	return child_finish(cp, cp->timeout_ms > 0 ? start + cp->timeout_ms : 0);
 }

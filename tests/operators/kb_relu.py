@@ -1,0 +1,26 @@
+"""KernelBench-style task: ReLU (the layout of KernelBench level1 ReLU)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Applies ReLU element-wise."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+batch_size = 16
+dim = 16384
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []

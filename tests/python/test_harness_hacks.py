@@ -1,0 +1,77 @@
+"""Every known hack is rejected for its own reason; crashes and hangs end
+without a verdict (the bot reports them); forged verdicts reach nothing."""
+import signal
+
+import pytest
+
+from test_harness_common import kernel, op, request, run_harness
+
+HACKS = [
+    ("hack_unwritten", "unwritten_output"),
+    ("hack_out_of_bounds", "out_of_bounds"),
+    ("hack_input_mutation", "input_mutation"),
+    ("hack_cached", "cached_result"),
+    ("hack_shape", "shape"),
+    ("hack_precision", "precision"),
+    ("hack_async", "stream"),
+    ("hack_nondeterministic", "nondeterminism"),
+    ("hack_error", "kernel_error"),
+]
+
+
+@pytest.mark.parametrize("hack,check", HACKS)
+def test_harness_hack_rejected(hack, check):
+    run = run_harness(request(op("kb_relu.py"), kernel(hack), max_configs=6))
+    res = run.result
+    assert run.rc == 0
+    assert res["verdict"] == "rejected"
+    assert check in run.checks(), res["reasons"]
+    for r in res["reasons"]:
+        assert r["message"] and "check" in r and "config" in r and "seed" in r
+
+
+def test_harness_shape_only_on_other_sizes():
+    res = run_harness(request(op("kb_relu.py"), kernel("hack_shape"), max_configs=6)).result
+    own = res["configs"][0]
+    assert own["kind"] == "own" and set(own["checks"].values()) <= {"pass", "skip"}
+    assert any("fail" in c["checks"].values() for c in res["configs"][1:])
+
+
+def test_harness_input_mutation_alone():
+    """The mutation is caught on its own: the reference ran on a pristine copy."""
+    run = run_harness(request(op("kb_relu.py"), kernel("hack_input_mutation")))
+    assert run.checks() == {"input_mutation"}
+
+
+def test_harness_nan_positions_must_match():
+    run = run_harness(request(op("kb_log.py"), kernel("bad_log_nan")))
+    assert run.result["verdict"] == "rejected"
+    assert "nan_mismatch" in run.checks()
+
+
+def test_harness_crash_leaves_no_verdict():
+    run = run_harness(request(op("kb_relu.py"), kernel("hack_crash")))
+    assert any(r.get("stage") == "trial" for r in run.records)  # died in the call
+    assert run.results == []
+    assert run.rc == -signal.SIGSEGV
+
+
+def test_harness_hang_killed_without_verdict():
+    run = run_harness(request(op("kb_relu.py"), kernel("hack_hang")), timeout=8)
+    assert run.timed_out
+    assert any(r.get("stage") == "trial" for r in run.records)  # hung in the call
+    assert run.results == []
+
+
+def test_harness_forged_verdict_ignored():
+    run = run_harness(request(op("kb_relu.py"), kernel("hack_forge")))
+    assert '"verdict": "verified"' in run.stdout  # the kernel did print it
+    assert run.results == []                      # but nothing reached the channel
+    assert "verified" not in run.raw
+    assert all(r["nonce"] == run.nonce for r in run.records)
+
+
+def test_harness_missing_library_is_load():
+    run = run_harness(request(op("kb_relu.py"), "/nonexistent/kernel.so"))
+    assert run.result["verdict"] == "rejected"
+    assert run.checks() == {"load"}

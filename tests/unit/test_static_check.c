@@ -1,0 +1,361 @@
+#include "core/common.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "verifier/static_check.h"
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+/* Findings of text as abi, kept in a static for the assertions. */
+static struct kb_findings found = KB_FINDINGS_INIT;
+
+static int scan(const char *text, enum kb_kernel_abi abi)
+{
+	kb_findings_release(&found);
+	return kb_static_check(text, strlen(text), abi, &found);
+}
+
+static bool has(const char *rule, int line)
+{
+	for (size_t i = 0; i < found.nr; i++)
+		if (!strcmp(found.v[i].rule, rule) && (line < 0 || found.v[i].line == line))
+			return true;
+	return false;
+}
+
+static void dump(void)
+{
+	for (size_t i = 0; i < found.nr; i++)
+		fprintf(stderr, "  line %d: %s: %s\n", found.v[i].line, found.v[i].rule, found.v[i].message);
+}
+
+#define NATIVE_HEAD "#include \"kernelbot_abi.h\"\n"
+#define NATIVE_ENTRY \
+	"KB_EXPORT int kb_forward(const DLTensor *in, int ni, DLTensor *out, int no, void *s)\n" \
+	"{ return 0; }\n"
+
+/* Fires on line `line` of a native kernel whose line 2 is `stmt`. */
+static void native_fires(const char *stmt, const char *rule)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, NATIVE_HEAD "%s\n" NATIVE_ENTRY, stmt);
+	scan(sb.buf, KB_ABI_NATIVE);
+	if (!has(rule, 2)) {
+		fprintf(stderr, "expected %s on line 2 of:\n%s\ngot:\n", rule, sb.buf);
+		dump();
+	}
+	assert_true(has(rule, 2));
+	strbuf_release(&sb);
+}
+
+static void native_clean(const char *stmt)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, NATIVE_HEAD "%s\n" NATIVE_ENTRY, stmt);
+	scan(sb.buf, KB_ABI_NATIVE);
+	if (found.nr) {
+		fprintf(stderr, "expected no finding in:\n%s\ngot:\n", sb.buf);
+		dump();
+	}
+	assert_int_equal(found.nr, 0);
+	strbuf_release(&sb);
+}
+
+static const char clean_native[] =
+	"// A clean kernel. It never calls fork(), system(\"x\") or getenv(\"HOME\").\n"
+	"#include \"kernelbot_abi.h\"\n"
+	"#include <math.h>\n"
+	"#include <stdio.h>\n"
+	"/* write(1, ...) and std::thread in a block comment,\n"
+	"   across lines: dlopen socket */\n"
+	"static inline float relu(float v) { return v > 0.f ? v : 0.f; }\n"
+	"KB_EXPORT int kb_forward(const DLTensor *in, int n_in, DLTensor *out, int n_out, void *stream)\n"
+	"{\n"
+	"\tconst float *x = (const float *)kb_data(&in[0]);\n"
+	"\tfloat *y = (float *)kb_data(&out[0]);\n"
+	"\tint64_t n = kb_numel(&in[0]);\n"
+	"\tbool write = n > 0; /* a variable named like a syscall */\n"
+	"\tint thread = 1'000'000 > n ? 1 : 2;\n"
+	"\tconst char *msg = \"fopen(\\\"/etc/passwd\\\") and exec\";\n"
+	"\tconst char *raw = R\"x(system(\"rm\") \" dlsym)x\";\n"
+	"\tchar c = '\"';\n"
+	"\tif (!write || !thread || !msg || !raw || !c)\n"
+	"\t\treturn 0;\n"
+	"#pragma omp parallel for\n"
+	"\tfor (int64_t i = 0; i < n; i++)\n"
+	"\t\ty[i] = relu(x[i]);\n"
+	"\tfprintf(stderr, \"done\\n\");\n"
+	"\treturn 0;\n"
+	"}\n";
+
+static void test_clean_native(void **state)
+{
+	assert_int_equal(kb_source_abi(clean_native, strlen(clean_native)), KB_ABI_NATIVE);
+	scan(clean_native, KB_ABI_UNKNOWN);
+	if (found.nr)
+		dump();
+	assert_int_equal(found.nr, 0);
+}
+
+static void test_native_rules_fire(void **state)
+{
+	native_fires("#include <torch/extension.h>", "forbidden_include");
+	native_fires("#include <ATen/ATen.h>", "forbidden_include");
+	native_fires("#include \"pybind11/pybind11.h\"", "forbidden_include");
+	native_fires("#include <Python.h>", "forbidden_include");
+	native_fires("#include \"/home/runner/.netrc\"", "forbidden_include");
+	native_fires("#include \"../../../etc/passwd\"", "forbidden_include");
+	native_fires("#include SECRET_FILE", "forbidden_include");
+	native_fires("#embed \"/etc/passwd\"", "forbidden_include");
+	native_fires("asm(\".incbin \\\"/etc/passwd\\\"\");", "syscall");
+	native_fires("static int f() { return fork(); }", "process");
+	native_fires("static int f() { return std::system(\"ls\"); }", "process");
+	native_fires("static void f() { execvp(\"sh\", 0); }", "process");
+	native_fires("static void f() { popen(\"ls\", \"r\"); }", "process");
+	native_fires("static void f() { exit(0); }", "process");
+	native_fires("static void f() { _exit(0); }", "process");
+	native_fires("static void f() { signal(11, 0); }", "process");
+	native_fires("static auto p = &system;", "process");
+	native_fires("#define RUN system", "process");
+	native_fires("static void *f() { return dlsym(0, \"x\"); }", "dynamic_loading");
+	native_fires("static void *f() { return dlopen(\"x\", 0); }", "dynamic_loading");
+	native_fires("static long f() { return syscall(39); }", "syscall");
+	native_fires("static void f() { asm volatile(\"mov $60, %%eax\\n\\tsyscall\"); }", "syscall");
+	native_fires("static const char *f() { return getenv(\"HOME\"); }", "environment");
+	native_fires("extern char **environ;", "environment");
+	native_fires("static void f() { fopen(\"/tmp/x\", \"w\"); }", "file_io");
+	native_fires("static void f(const char *b) { write(3, b, 4); }", "file_io");
+	native_fires("static void f() { ::write(3, \"x\", 1); }", "file_io");
+	native_fires("static int write(int fd) { return fd; } static void g() { ::write(3, \"x\", 1); }", "file_io");
+	native_fires("extern \"C\" long write(int, const void *, unsigned long); static void g() { write(3, \"x\", 1); }", "file_io");
+	native_fires("static void f() { dprintf(3, \"x\"); }", "file_io");
+	native_fires("static void f() { std::ofstream o(\"x\"); }", "file_io");
+	native_fires("static int f() { return socket(2, 1, 0); }", "network");
+	native_fires("static void f() { std::thread t([]{}); t.detach(); }", "threads");
+	native_fires("static void f() { pthread_create(0, 0, 0, 0); }", "threads");
+	native_fires("static void f() { cudaStream_t s; cudaStreamCreate(&s); }", "stream");
+	native_fires("static void f() { g<<<1, 1, 0, cudaStreamPerThread>>>(); }", "stream");
+}
+
+static void test_native_rules_quiet(void **state)
+{
+	/* the same words in comments, strings, members, or as plain variables */
+	native_clean("// fork(); system(\"ls\"); #include <torch/extension.h>");
+	native_clean("/* getenv(\"X\") */ static const char *s = \"dlsym(0, \\\"x\\\") syscall\";");
+	native_clean("static const char *s = R\"(exit(1); write(3, x, 1))\";");
+	native_clean("struct W { void write(int) {} }; static void f(W w) { w.write(1); }");
+	native_clean("static int f(int write, int open) { return write + open; }");
+	native_clean("static int thread = 3;");
+	native_clean("static void f(float *p) { asm volatile(\"st.global.f32 [%0], 1.0;\" :: \"l\"(p)); }");
+	native_clean("static const char *inc = \"#include <torch/extension.h>\";");
+	native_clean("#include_next <stdio.h>");
+	native_clean("#include <cuda/std/cmath>");
+	native_clean("namespace my { int exit(int c) { return c; } } static int f() { return my::exit(1); }");
+	native_clean("static int write(int fd) { return fd; } static int g() { return write(3); }");
+}
+
+static void test_native_missing_entry_and_lines(void **state)
+{
+	const char *no_entry = NATIVE_HEAD "// kb_forward is only mentioned\nint f(void) { return 0; }\n";
+	const char *lines =
+		NATIVE_HEAD                          /* 1 */
+		"/* a block comment\n"               /* 2 */
+		"   over lines */\n"                 /* 3 */
+		"static int n = 1'000'000;\n"        /* 4 */
+		"static const char *s = \"a\\\n"    /* 5: string continued */
+		"b\";\n"                             /* 6 */
+		"static int f() { return fork(); }\n" /* 7 */
+		NATIVE_ENTRY;
+
+	assert_int_equal(kb_source_abi(no_entry, strlen(no_entry)), KB_ABI_UNKNOWN);
+	scan(no_entry, KB_ABI_NATIVE);
+	assert_true(has("missing_entry", 1));
+	scan(no_entry, KB_ABI_UNKNOWN);
+	assert_true(has("missing_entry", 1));
+
+	assert_int_equal(scan(lines, KB_ABI_NATIVE), 1);
+	assert_true(has("process", 7));
+}
+
+#define EXT_HEAD "#include <torch/extension.h>\n"
+#define EXT_TAIL \
+	"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"forward\", &forward, \"forward\"); }\n"
+
+static void ext_fires(const char *body, const char *rule)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, EXT_HEAD "%s\n" EXT_TAIL, body);
+	scan(sb.buf, KB_ABI_TORCH_EXT);
+	if (!has(rule, 2)) {
+		fprintf(stderr, "expected %s on line 2 of:\n%s\ngot:\n", rule, sb.buf);
+		dump();
+	}
+	assert_true(has(rule, 2));
+	strbuf_release(&sb);
+}
+
+static void ext_clean(const char *body)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, EXT_HEAD "%s\n" EXT_TAIL, body);
+	scan(sb.buf, KB_ABI_TORCH_EXT);
+	if (found.nr) {
+		fprintf(stderr, "expected no finding in:\n%s\ngot:\n", sb.buf);
+		dump();
+	}
+	assert_int_equal(found.nr, 0);
+	strbuf_release(&sb);
+}
+
+static const char clean_ext[] =
+	"#include <torch/extension.h>\n"
+	"#include <vector>\n"
+	"// torch::matmul(a, b) would be a hack; so would try { } catch (...) { }\n"
+	"// and patching torch.cuda.Event or time.perf_counter.\n"
+	"static float relu(float v) { return v > 0.f ? v : 0.f; }\n"
+	"static void relu_kernel(const float *x, float *y, int64_t n)\n"
+	"{\n"
+	"#pragma omp parallel for\n"
+	"\tfor (int64_t i = 0; i < n; i++)\n"
+	"\t\ty[i] = relu(x[i]);\n"
+	"}\n"
+	"torch::Tensor forward(const torch::Tensor &x)\n"
+	"{\n"
+	"\tTORCH_CHECK(x.is_contiguous(), \"x must be contiguous\");\n"
+	"\tTORCH_CHECK(x.dtype() == torch::kFloat32, \"x must be float32\");\n"
+	"\tauto y = torch::empty_like(x);\n"
+	"\tauto z = torch::empty({x.size(0), x.size(1)}, x.options());\n"
+	"\tint64_t n = x.numel();\n"
+	"\tint64_t blocks = (n + 255) / 256;\n"
+	"\tstd::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());\n"
+	"\tauto v = x.contiguous().view({-1});\n"
+	"\t(void)z; (void)blocks; (void)v;\n"
+	"\trelu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), n);\n"
+	"\treturn y;\n"
+	"}\n"
+	"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)\n"
+	"{\n"
+	"\tm.def(\"forward\", &forward, \"relu forward (cpu)\");\n"
+	"}\n";
+
+static void test_clean_ext(void **state)
+{
+	assert_int_equal(kb_source_abi(clean_ext, strlen(clean_ext)), KB_ABI_TORCH_EXT);
+	scan(clean_ext, KB_ABI_UNKNOWN);
+	if (found.nr)
+		dump();
+	assert_int_equal(found.nr, 0);
+}
+
+static void test_ext_rules_fire(void **state)
+{
+	ext_fires("torch::Tensor forward(torch::Tensor a, torch::Tensor b) { return torch::matmul(a, b); }",
+		  "torch_compute");
+	ext_fires("at::Tensor forward(at::Tensor a) { return at::relu(a); }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return torch::nn::functional::gelu(a); }",
+		  "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return at::native::add(a, a); }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return torch::zeros_like(a); }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return a.sum(1); }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { auto y = torch::empty_like(a); y.copy_(a); return y; }",
+		  "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return a->matmul(a); }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a, torch::Tensor b) { return a + b; }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return 2 * a; }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return a[0]; }", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { return exp(a); }", "torch_compute");
+	ext_fires("using namespace torch;", "torch_compute");
+	ext_fires("torch::Tensor forward(torch::Tensor a) { try { return a; } catch (...) { return a; } }",
+		  "try_catch");
+	ext_fires("void f() { py::exec(\"import torch\"); }", "python_escape");
+	ext_fires("void f() { py::module_::import(\"torch\"); }", "python_escape");
+	ext_fires("void f() { pybind11::module::import(\"time\"); }", "python_escape");
+	ext_fires("void f(py::object o) { o.attr(\"x\"); }", "python_escape");
+	ext_fires("void f() { PyRun_SimpleString(\"x\"); }", "python_escape");
+	ext_fires("void f(py::object o, py::object v) { py::setattr(o, \"record\", v); }", "timer_patching");
+	ext_fires("static const char *s = \"elapsed_time\";", "timer_patching");
+	ext_fires("static const char *s = \"torch.cuda.Event\";", "timer_patching");
+	ext_fires("static const char *s = \"time.perf_counter\";", "timer_patching");
+	ext_fires("void f() { getenv(\"X\"); }", "environment");
+	ext_fires("void f() { std::thread t; }", "threads");
+	ext_fires("#include \"/etc/hostname\"", "forbidden_include");
+}
+
+static void test_ext_rules_quiet(void **state)
+{
+	ext_clean("// torch::matmul(a, b); a.sum(); try { } catch (...) { } py::exec(\"x\")");
+	ext_clean("/* using namespace torch; setattr(torch.cuda.Event) */");
+	ext_clean("static const char *doc = \"calls a.sum() and torch::matmul(a, b) and try {\";");
+	ext_clean("static float my_sum(float a, float b) { return a + b; }");
+	ext_clean("torch::Tensor forward(torch::Tensor a) { int64_t n = a.numel(); return torch::empty({n * 2}, a.options()); }");
+	ext_clean("torch::Tensor forward(torch::Tensor a) { auto s = at::cuda::getCurrentCUDAStream(); (void)s; return a; }");
+	ext_clean("torch::Tensor forward(torch::Tensor a) { TORCH_CHECK(a.dim() == 2 && a.size(-1) > 0, \"bad\"); return a; }");
+	ext_clean("static float exp_approx(float v) { return 1 + v; } static float g(float v) { return exp_approx(v); }");
+}
+
+static void test_findings_json(void **state)
+{
+	cJSON *j;
+	char *text;
+
+	scan(NATIVE_HEAD "static int f() { return fork(); }\n" NATIVE_ENTRY, KB_ABI_NATIVE);
+	assert_int_equal(found.nr, 1);
+	j = kb_findings_to_json(&found);
+	text = cJSON_PrintUnformatted(j);
+	assert_string_equal(text, "[{\"line\":2,\"rule\":\"process\",\"message\":\"'fork' is not allowed in a kernel\"}]");
+	free(text);
+	cJSON_Delete(j);
+}
+
+static void test_check_file(void **state)
+{
+	char path[] = "/tmp/kb-test-static-XXXXXX.cu";
+	int fd = mkstemps(path, 3);
+	enum kb_kernel_abi abi = KB_ABI_UNKNOWN;
+	const char *text = NATIVE_HEAD "static void f() { system(\"x\"); }\n" NATIVE_ENTRY;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	kb_findings_release(&found);
+	assert_int_equal(kb_static_check_file(path, &abi, &found), 1);
+	assert_int_equal(abi, KB_ABI_NATIVE);
+	assert_true(has("process", 2));
+	unlink(path);
+	assert_int_equal(kb_static_check_file(path, &abi, &found), -1);
+	kb_findings_release(&found);
+}
+
+static int group_teardown(void **state)
+{
+	kb_findings_release(&found);
+	return 0;
+}
+
+static int group_setup(void **state)
+{
+	log_set_level(KB_LOG_OFF);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_clean_native),
+		cmocka_unit_test(test_native_rules_fire),
+		cmocka_unit_test(test_native_rules_quiet),
+		cmocka_unit_test(test_native_missing_entry_and_lines),
+		cmocka_unit_test(test_clean_ext),
+		cmocka_unit_test(test_ext_rules_fire),
+		cmocka_unit_test(test_ext_rules_quiet),
+		cmocka_unit_test(test_findings_json),
+		cmocka_unit_test(test_check_file),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

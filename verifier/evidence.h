@@ -1,0 +1,59 @@
+#ifndef KB_EVIDENCE_H
+#define KB_EVIDENCE_H
+/*
+ * The evidence file: the harness's result (PROTOCOL.md, "Evidence") plus
+ * what only the bot knows, under "kernelbot":
+ *
+ *   "kernelbot": { "version": "0.1.0",
+ *                  "kernel": { "path", "sha256", "abi" },
+ *                  "build": { build.json's fields, "library" } | null,
+ *                  "static": [ { "line", "rule", "message" } ],
+ *                  "started_at": "2026-12-02T10:04:11Z", "finished_at": ...,
+ *                  "seconds": x }
+ * and environment.kernelbot = the version. Rejections the bot decides
+ * itself (static findings, a failed build, a crash or timeout of the
+ * harness) use the same shape, with reasons whose check is "static",
+ * "build", "crash", "timeout" or "harness".
+ */
+#include "core/common.h"
+#include "verifier/static_check.h"
+
+#include <cjson/cJSON.h>
+
+struct kb_build_result;
+
+/* {"protocol": 1, "type": "result", "verdict": verdict, "reasons": []} */
+cJSON *kb_evidence_new(const char *verdict);
+/* Append {"check", "config", "seed", "message"} (config/seed < 0: null). */
+void kb_evidence_add_reason(cJSON *ev, const char *check, int config, int seed, const char *message);
+/* The verdict string ("" when missing). */
+const char *kb_evidence_verdict(const cJSON *ev);
+
+struct kb_evidence_meta {
+	const char *kernel_path;
+	const char *kernel_sha256;    /* hex, NULL: not known */
+	const char *abi;              /* "native" / "torch-ext" */
+	const struct kb_build_result *build; /* NULL: no build (torch-ext, or stopped before) */
+	const struct kb_findings *findings;  /* NULL: none */
+	int64_t started_at, finished_at;     /* Unix seconds */
+	double seconds;
+};
+
+/* Add the "kernelbot" object and environment.kernelbot to ev. */
+void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *meta);
+
+/* Pretty-printed, written atomically. 0 or -1. */
+int kb_evidence_write(const cJSON *ev, const char *path);
+
+/* One line per reason: "rejected: <check>: <message> (config N, seed S)". */
+void kb_evidence_print_reasons(const cJSON *ev, FILE *fp);
+/* verdict, configs x seeds, max errors, geomean speedups when timed. */
+void kb_evidence_print_summary(const cJSON *ev, FILE *fp);
+/* config | eager ms | compile ms | kernel ms | speedup | roofline share, and a geomean row. */
+void kb_evidence_print_table(const cJSON *ev, FILE *fp);
+
+/* SHA-256 of a file's bytes as 64 hex characters. 0 or -1. */
+int kb_sha256_file(const char *path, char hex[65]);
+void kb_sha256_hex(const void *data, size_t len, char hex[65]);
+
+#endif

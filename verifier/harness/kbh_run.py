@@ -1,0 +1,138 @@
+"""One evaluation, start to end: device, operator, configs, kernel,
+correctness, then timing; returns the result body.
+"""
+import contextlib
+
+import torch
+
+import kbh_evidence
+import kbh_prepare
+import kbh_task
+import kbh_timing
+from kbh_abi import KernelLoadError, NativeKernel
+from kbh_calls import DeviceFault
+from kbh_request import RequestError
+from kbh_verify import Verifier
+
+
+def _device(backend):
+    if backend == "cuda":
+        if not torch.cuda.is_available():
+            raise RequestError("backend 'cuda' requested but torch sees no GPU")
+        # the reference is exact fp32: a TF32 reference would hide a TF32 kernel
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        if hasattr(torch, "set_float32_matmul_precision"):
+            torch.set_float32_matmul_precision("highest")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _stream(device):
+    """A non-default stream for everything: the legacy default stream would
+    synchronise with a kernel's side streams and hide their lateness."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return torch.cuda.stream(torch.cuda.Stream(device))
+
+
+def _load_kernel(req):
+    k = req["kernel"]
+    if k["abi"] == "native":
+        return NativeKernel(k["library"], req["pass"])
+    from kbh_ext import ExtKernel
+    return ExtKernel(k["source"], k["name"], req["workdir"], req["pass"])
+
+
+def _tol(req, cfg):
+    dtype = str(cfg.out_specs[0][1]).replace("torch.", "") if cfg.out_specs else "float32"
+    t = req["tolerances"].get(dtype) or req["tolerances"]["float32"]
+    return t["atol"], t["rtol"]
+
+
+def evaluate(req, chan):
+    device = _device(req["backend"])
+    with _stream(device):
+        return _evaluate(req, chan, device)
+
+
+def _evaluate(req, chan, device):
+    env = kbh_evidence.environment(req["backend"], device)
+    chan.progress("load")
+    task = kbh_task.load(req["operator"], req["pass"])
+    configs, dropped = kbh_prepare.prepare(task, req, device)
+    base = {"protocol": 1, "mode": req["mode"], "environment": env,
+            "operator": kbh_evidence.operator_entry(req, task, configs),
+            "dropped_configs": dropped}
+    if req["mode"] == "describe":
+        return _describe(base, req, task, configs, device)
+    try:
+        kernel = _load_kernel(req)
+    except KernelLoadError as e:
+        r = {"check": "load", "config": None, "seed": None, "message": str(e), "count": 1}
+        return dict(base, verdict="rejected", reasons=[r], summary=None,
+                    configs=[_entry(req, c, None) for c in configs])
+    v = Verifier(req, task, kernel, device, chan)
+    try:
+        reasons = v.run(configs)
+    except DeviceFault as e:  # the context is gone: report what we have and stop
+        index, seed, name = getattr(e, "where", (None, None, "?"))
+        v.reasons.add("crash", index, seed, "config '%s': %s" % (name, e))
+        return dict(base, verdict="rejected", reasons=v.reasons.items, summary=None,
+                    configs=[_entry(req, c, v) for c in configs if hasattr(c, "failed")])
+    timing_note = None
+    if req["timing"]["enabled"] and kbh_evidence.verdict(reasons) == "verified":
+        timing_note = _time(req, task, kernel, v, configs, device, reasons, chan)
+    suspicious = any(r["check"] == "suspicious_speedup" for r in reasons)
+    body = dict(base, verdict=kbh_evidence.verdict(reasons), reasons=reasons,
+                configs=[_entry(req, c, v) for c in configs],
+                summary=kbh_evidence.summary(configs, req["seeds"], suspicious))
+    if timing_note:
+        body["timing_note"] = timing_note
+    return body
+
+
+def _entry(req, cfg, verifier):
+    atol, rtol = _tol(req, cfg)
+    checks = verifier.checks_map(cfg) if verifier else {}
+    return kbh_evidence.config_entry(cfg, checks, atol, rtol)
+
+
+def _time(req, task, kernel, verifier, configs, device, reasons, chan):
+    """Timing entries on each config; flags added to reasons. Returns a
+    note when timing could not run."""
+    mods, why = kbh_timing.load_bench()
+    if mods is None:
+        return why
+    for cfg in configs:
+        chan.progress("timing", cfg.index)
+        cfg.timing = kbh_timing.time_config(mods, kernel, verifier.caller, task,
+                                            cfg, req, device)
+        sp = cfg.timing.get("speedup_eager")
+        if sp is not None and sp > req["suspicious_speedup"]:
+            verifier.reasons.add("suspicious_speedup", cfg.index, None,
+                                 "config '%s': %.1fx faster than eager (threshold %.1fx)"
+                                 % (cfg.name, sp, req["suspicious_speedup"]))
+        if device.type == "cuda" and kbh_timing.side_stream_suspect(cfg.timing):
+            verifier.reasons.add("stream", cfg.index, None,
+                                 "config '%s': device busy after the timed stream "
+                                 "finished (work on another stream)" % cfg.name)
+    return None
+
+
+def _describe(base, req, task, configs, device):
+    mods, why = kbh_timing.load_bench()
+    entries = []
+    for cfg in configs:
+        e = kbh_evidence.config_entry(cfg, {}, *_tol(req, cfg))
+        if mods is not None:
+            with task.activate(cfg):
+                case = task.make_case(cfg, kbh_prepare.PROBE_SEED, "own", "default", device)
+                with torch.no_grad():
+                    flops, nbytes = mods[1].count(case.model, case.model_inputs)
+            e.update({"flops": int(flops), "bytes": int(nbytes)})
+        entries.append(e)
+    body = dict(base, verdict="described", reasons=[], configs=entries, summary=None)
+    if why:
+        body["timing_note"] = why
+    return body

@@ -1,0 +1,104 @@
+"""Task loading common to both formats, and the Case a trial runs on.
+
+A Case is one trial's worth of data: the kernel-facing argument list in
+ABI order, and a reference that maps such a list to the outputs. Running
+the reference on copies of the arguments (not on objects the kernel saw)
+keeps a kernel that mutates its inputs from changing the expected answer.
+"""
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+
+import torch
+
+
+class TaskError(Exception):
+    """The operator could not be loaded or run: verdict "error"."""
+
+
+def import_file(path, tag):
+    """Import path under a unique module name; its dir is on sys.path only
+    while it executes (so sibling imports work and nothing leaks)."""
+    path = os.path.abspath(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:12]
+    name = "kb_op_%s_%s" % (tag, digest)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        raise TaskError("could not import '%s'" % path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    d = os.path.dirname(path)
+    sys.path.insert(0, d)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise TaskError("could not import '%s': %s: %s" % (path, type(e).__name__, e))
+    finally:
+        sys.path.remove(d)
+    return mod
+
+
+def as_outputs(value):
+    """The reference's return as a list of tensors (a tuple gives several)."""
+    if torch.is_tensor(value):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and \
+            all(torch.is_tensor(v) for v in value):
+        return list(value)
+    raise TaskError("reference returned %s, not a tensor or a tuple of tensors"
+                    % type(value).__name__)
+
+
+def kernel_arg(v, device):
+    """A value as the kernel sees it: a detached contiguous copy on device
+    (so a parameter's autograd state never reaches the kernel)."""
+    if torch.is_tensor(v):
+        return v.detach().to(device).clone().contiguous()
+    return v
+
+
+class Case:
+    """One trial: names/args in ABI order, ref(args) -> list of outputs;
+    model and model_inputs run the eager operator for timing."""
+
+    def __init__(self, names, args, ref, model, model_inputs):
+        self.names, self.args, self.ref = names, args, ref
+        self.model, self.model_inputs = model, model_inputs
+
+    def tensor_meta(self):
+        out = []
+        for n, a in zip(self.names, self.args):
+            if torch.is_tensor(a):
+                out.append({"name": n, "shape": list(a.shape),
+                            "dtype": str(a.dtype).replace("torch.", "")})
+            else:  # a scalar: the ABI passes it as a 0-d host tensor
+                dt = "float64" if isinstance(a, float) else "int64"
+                out.append({"name": n, "shape": [], "dtype": dt, "scalar": True})
+        return out
+
+
+def functional_call(model, tensors, args):
+    """torch.func.functional_call on torch 2, torch.nn.utils.stateless on 1.13."""
+    try:
+        from torch.func import functional_call as fc
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call as fc
+    return fc(model, tensors, tuple(args))
+
+
+@contextlib.contextmanager
+def nothing():
+    yield
+
+
+def load(path, pass_):
+    """A KernelBench file or a robust-kbench folder, by what path is."""
+    if os.path.isdir(path):
+        from kbh_task_rk import RobustKBenchTask
+        return RobustKBenchTask(path, pass_)
+    if os.path.isfile(path) and path.endswith(".py"):
+        from kbh_task_kb import KernelBenchTask
+        return KernelBenchTask(path, pass_)
+    raise TaskError("operator '%s' is neither a .py file nor a task folder" % path)

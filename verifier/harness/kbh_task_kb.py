@@ -1,0 +1,74 @@
+"""KernelBench single-file tasks: Model, get_inputs(), get_init_inputs().
+
+ABI order: get_inputs() in order, then named_parameters(), then
+named_buffers(). A config sets the module's size constants for as long as
+it is evaluated (get_inputs, Model.__init__ and forward read them as globals).
+"""
+import contextlib
+
+import torch
+
+import kbh_configs
+import kbh_inputs
+from kbh_task import Case, TaskError, as_outputs, functional_call, import_file, kernel_arg
+
+
+_MISSING = object()
+
+
+class KernelBenchTask:
+    format = "kernelbench"
+
+    def __init__(self, path, pass_):
+        self.path, self.pass_ = path, pass_
+        self.mod = import_file(path, "kb")
+        for name in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(self.mod, name):
+                raise TaskError("'%s' has no '%s'" % (path, name))
+        self.autograd_fn = None
+
+    def configs(self, max_configs, extra):
+        return kbh_configs.kernelbench_configs(self.mod, extra)
+
+    @contextlib.contextmanager
+    def activate(self, config):
+        """Set the config's constants on the module, restore them after."""
+        g = self.mod.__dict__
+        saved = {k: g.get(k, _MISSING) for k in config.params}
+        g.update(config.params)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is _MISSING:
+                    g.pop(k, None)
+                else:
+                    g[k] = v
+
+    def _model(self, seed, init, device):
+        torch.manual_seed(seed)
+        model = self.mod.Model(*self.mod.get_init_inputs())
+        model = model.to(device)
+        kbh_inputs.apply_init(model, init, seed)
+        return model
+
+    def make_case(self, config, seed, dist, init, device):
+        """Fresh inputs and parameters for one trial (constants already active)."""
+        torch.manual_seed(seed)
+        inputs = list(self.mod.get_inputs())
+        inputs = kbh_inputs.apply_distribution(inputs, dist, seed)
+        inputs = [kernel_arg(v, device) for v in inputs]
+        model = self._model(seed, init, device)
+        params = list(model.named_parameters())
+        buffers = list(model.named_buffers())
+        names = ["input%d" % i for i in range(len(inputs))]
+        names += ["param:" + n for n, _ in params] + ["buffer:" + n for n, _ in buffers]
+        args = inputs + [kernel_arg(t, device) for _, t in params + buffers]
+        keys = [n for n, _ in params + buffers]
+        n_in = len(inputs)
+
+        def ref(a):
+            tensors = dict(zip(keys, a[n_in:]))
+            return as_outputs(functional_call(model, tensors, a[:n_in]))
+
+        return Case(names, args, ref, model, inputs)

@@ -1,0 +1,94 @@
+"""Timing and roofline, through bench/harness/timing.py and roofline.py.
+
+Runs only after correctness passed. bench/harness sits at ../../bench/harness
+from this file both in a checkout (verifier/harness) and installed
+(share/kernelbot/verifier/harness). When those modules are missing the
+evaluation still completes, with "timing": null and the reason.
+"""
+import os
+import sys
+
+import torch
+
+import kbh_reference
+
+TIMING_SEED = 777
+
+
+def load_bench():
+    """(timing, roofline) modules, or (None, reason)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.normpath(os.path.join(here, "..", "..", "bench", "harness"))
+    if not os.path.exists(os.path.join(d, "timing.py")):
+        return None, "timing harness not found in '%s'" % d
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    try:
+        import roofline
+        import timing
+    except Exception as e:  # a broken bench module must not cost the verdict
+        return None, "could not import the timing harness: %s: %s" % (type(e).__name__, e)
+    return (timing, roofline), None
+
+
+def _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device):
+    """Zero-argument callables: kernel, eager and (when it works) compile."""
+    if kernel.abi == "native":
+        caller.allocate(cfg.out_specs, torch.zeros(4096, dtype=torch.uint8))
+        k = kernel.bind(case.args + grads, [g.out for g in caller.guarded])
+    elif backward:
+        k = lambda: kernel.backward(caller.task, case, case.args, grads)
+    else:
+        k = lambda: kernel.forward(case.args)
+    model, mi = case.model, case.model_inputs
+    if backward:
+        eager = lambda: kbh_reference.backward(case, case.args, grads)
+        return {"kernel": k, "eager": eager}, None, "no compile baseline for backward"
+    eager = lambda: model(*mi)
+    fns = {"kernel": k, "eager": eager}
+    comp, why = (None, "compile baseline not requested")
+    if "compile" in req["timing"].get("baselines", []):
+        comp, why = tmod.compile_baseline(model, mi, device=device.type)
+    if comp is not None:
+        fns["compile"] = lambda: comp(*mi)
+    return fns, comp, why or None
+
+
+def time_config(mods, kernel, caller, task, cfg, req, device):
+    """The timing entry of one config (PROTOCOL.md "timing")."""
+    tmod, roof = mods
+    backward = req["pass"] == "backward"
+    t = req["timing"]
+    with task.activate(cfg):
+        case = task.make_case(cfg, TIMING_SEED, "own", "default", device)
+        grads = kbh_reference.grad_outputs(cfg.fwd_specs, TIMING_SEED, device) \
+            if backward else []
+        fns, comp, why = _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device)
+        with torch.no_grad() if not backward else torch.enable_grad():
+            res = tmod.measure(fns, device=device.type, warmup=t["warmup"],
+                               min_time_ms=t["min_time_ms"], max_reps=t["max_reps"],
+                               l2_flush=t["l2_flush"])
+        if backward:
+            flops, nbytes = roof.count(lambda *a: kbh_reference.backward(case, list(a), grads),
+                                       case.args)
+        else:
+            with torch.no_grad():
+                flops, nbytes = roof.count(case.model, case.model_inputs)
+    entry = {"kernel": res.get("kernel"), "eager": res.get("eager"),
+             "compile": res.get("compile"), "compile_reason": why}
+    entry.update(tmod.speedups(res))
+    peaks = roof.peaks(device.type, req.get("peaks_cache"))
+    dtype = cfg.out_specs[0][1] if cfg.out_specs else None
+    kmed = (res.get("kernel") or {}).get("median_ms")
+    entry.update({"flops": int(flops), "bytes": int(nbytes)})
+    entry.update(roof.shares(flops, nbytes, kmed, peaks, dtype))
+    entry["peaks"] = {"copy_gbps": peaks.get("copy_gbps"),
+                      "matmul_tflops": peaks.get("matmul_tflops")}
+    return entry
+
+
+def side_stream_suspect(entry):
+    """The kernel kept the device busy after its stream finished, and the
+    eager baseline, timed alike, did not: work hidden on another stream."""
+    k, e = entry.get("kernel") or {}, entry.get("eager") or {}
+    return bool(k.get("side_stream_suspect")) and not e.get("side_stream_suspect")

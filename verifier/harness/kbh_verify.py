@@ -1,0 +1,259 @@
+"""The correctness run: every config, several seeds, each trial ordered
+candidate, reference, candidate, with the anti-loophole checks.
+
+A config stops at its first failing trial (fast), but each distinct check
+that failed anywhere becomes a reason. `shape` is a diagnosis over all
+configs, added after the run.
+"""
+import torch
+
+import kbh_checks
+import kbh_inputs
+import kbh_memory
+import kbh_reference
+from kbh_calls import Caller, DeviceFault
+from kbh_task import TaskError
+
+CHECKS = ("kernel_error", "correctness", "nan_mismatch", "unwritten_output",
+          "out_of_bounds", "input_mutation", "cached_result", "precision",
+          "stream", "nondeterminism")
+# failures that a kernel tuned to one shape shows on others
+SHAPE_CHECKS = {"kernel_error", "correctness", "nan_mismatch",
+                "unwritten_output", "out_of_bounds", "precision"}
+
+
+class Reasons:
+    """Distinct reasons, first occurrence kept, later ones counted."""
+
+    def __init__(self):
+        self.items, self.by = [], {}
+
+    def add(self, check, config, seed, message):
+        if check in self.by:
+            self.by[check]["count"] += 1
+            return
+        r = {"check": check, "config": config, "seed": seed,
+             "message": message, "count": 1}
+        self.by[check] = r
+        self.items.append(r)
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+class Verifier:
+    def __init__(self, req, task, kernel, device, channel):
+        self.req, self.task, self.device, self.chan = req, task, device, channel
+        self.backward = req["pass"] == "backward"
+        self.caller = Caller(kernel, task, device, req["pass"])
+        self.reasons = Reasons()
+        self.pattern = kbh_memory.guard_pattern(int.from_bytes(
+            channel.nonce[:8].encode(), "little") if channel else 1)
+
+    def tolerance(self, dtype, dist, in_dtype):
+        """(atol, rtol) for an output dtype; atol scales with the input
+        magnitude of the trial's distribution (large inputs, large sums)."""
+        t = self.req["tolerances"].get(_dtype_name(dtype)) or \
+            self.req["tolerances"]["float32"]
+        return t["atol"] * kbh_inputs.scale(dist, in_dtype), t["rtol"]
+
+    def run(self, configs):
+        for cfg in configs:
+            cfg.trials, cfg.max_abs, cfg.max_rel = 0, 0.0, 0.0
+            cfg.failed, cfg.notes, cfg.refused = set(), [], set()
+            self.chan.progress("config", cfg.index)
+            self.caller.allocate(cfg.out_specs, self.pattern)
+            with self.task.activate(cfg):
+                self._run_config(cfg)
+        self._shape_diagnosis(configs)
+        return self.reasons.items
+
+    def _run_config(self, cfg):
+        prev = None
+        for s in range(self.req["seeds"]):
+            try:
+                fails, prev = self._trial(cfg, s, prev)
+            except DeviceFault as e:
+                e.where = (cfg.index, s, cfg.name)
+                raise
+            cfg.trials += 1
+            for check, msg in fails:
+                cfg.failed.add(check)
+                self.reasons.add(check, cfg.index, s, "config '%s': %s" % (cfg.name, msg))
+            if fails:
+                return
+
+    def _trial(self, cfg, s, prev):
+        """One trial; a distribution the operator refuses (its reference
+        raises, e.g. a Cholesky of a non-SPD draw) falls back to the file's own."""
+        dist = kbh_inputs.distribution(s)
+        if dist in cfg.refused:
+            dist = "own"
+        try:
+            return self._trial_with(cfg, s, prev, dist)
+        except _RefusedInputs as e:
+            if dist == "own":
+                raise TaskError("reference failed on config '%s' seed %d: %s"
+                                % (cfg.name, s, e))
+            cfg.refused.add(dist)
+            cfg.notes.append("inputs '%s' refused by the reference (%s); "
+                             "the file's own used instead" % (dist, e))
+            return self._trial_with(cfg, s, prev, "own")
+
+    def _trial_with(self, cfg, s, prev, dist):
+        self.chan.progress("trial", cfg.index, s)  # the bot names where a crash hit
+        seed = kbh_inputs.trial_seed(cfg.index, s)
+        init = kbh_inputs.init_setting(cfg.index, s)
+        try:
+            case = self.task.make_case(cfg, seed, dist, init, self.device)
+        except Exception as e:  # operator code raising on these inputs
+            raise _RefusedInputs("%s: %s" % (type(e).__name__, str(e)[:300]))
+        grads = kbh_reference.grad_outputs(cfg.fwd_specs, seed, self.device) \
+            if self.backward else []
+        names = case.names + ["grad_output%d" % i for i in range(len(grads))]
+        pristine = kbh_reference.clone_args(case.args + grads)
+        fails = []
+        r1 = self.caller.call(case, case.args, grads, check_stream=(s == 0))
+        self._after_call(r1, case.args + grads, pristine, names, fails)
+        if r1.error:
+            return fails, prev
+        try:
+            expected = self._reference(case, pristine, len(case.args))
+        except Exception as e:  # operator code raising on these inputs
+            if self.device.type == "cuda" and "CUDA error" in str(e):
+                raise DeviceFault("device error in the reference after the kernel "
+                                  "call: %s" % str(e)[:500])
+            raise _RefusedInputs("%s: %s" % (type(e).__name__, str(e)[:300]))
+        kbh_memory.poison_free_memory(self.device)
+        r2 = self.caller.call(case, case.args, grads,
+                              check_stream=self.device.type == "cuda")
+        self._after_call(r2, case.args + grads, pristine, names, fails)
+        if r2.error:
+            return fails, prev
+        in_dtype = next((a.dtype for a in case.args
+                         if torch.is_tensor(a) and a.is_floating_point()), torch.float32)
+        tols = [self.tolerance(e.dtype, dist, in_dtype) for e in expected]
+        for r in (r1, r2):
+            self._compare(cfg, r, expected, tols, fails)
+        self._repeat_checks(r1, r2, expected, prev, tols, fails)
+        return _dedupe(fails), (expected, r2.outs)
+
+    def _reference(self, case, pristine, n):
+        if self.backward:
+            return kbh_reference.backward(case, pristine[:n], pristine[n:])
+        return kbh_reference.forward(case, pristine[:n])
+
+    def _after_call(self, r, args, pristine, names, fails):
+        if r.error:
+            fails.append(("kernel_error", r.error))
+        changed = [names[i] for i, (a, p) in enumerate(zip(args, pristine))
+                   if torch.is_tensor(a) and not kbh_memory.same_bits(a, p)]
+        if changed:
+            fails.append(("input_mutation", "inputs changed by the call: "
+                          + ", ".join(changed)))
+            for a, p in zip(args, pristine):
+                if torch.is_tensor(a):
+                    a.copy_(p)
+        if r.guards_ok is False:
+            fails.append(("out_of_bounds", "guard bands around the outputs "
+                          "changed: a write outside the outputs"))
+        if r.late:
+            fails.append(("stream", "outputs changed after the call returned: "
+                          "work not finished on the given stream"))
+
+    def _compare(self, cfg, r, expected, tols, fails):
+        what = "gradient" if self.backward else "output"
+        if len(r.outs) != len(expected):
+            fails.append(("correctness", "%d %ss, the reference has %d"
+                          % (len(r.outs), what, len(expected))))
+            return
+        for i, (c, e, (atol, rtol)) in enumerate(zip(r.outs, expected, tols)):
+            if c.shape != e.shape or c.dtype != e.dtype:
+                fails.append(("correctness", "%s %d is %s %s, the reference's %s %s" % (
+                    what, i, _dtype_name(c.dtype), list(c.shape),
+                    _dtype_name(e.dtype), list(e.shape))))
+                continue
+            c = self._written_only(c, e, r, i, what, fails)
+            d = kbh_checks.compare(c, e, atol, rtol)
+            cfg.max_abs = max(cfg.max_abs, d.max_abs)
+            cfg.max_rel = max(cfg.max_rel, d.max_rel)
+            if d.nan_bad:
+                fails.append(("nan_mismatch", kbh_checks.message(what, i, d, atol, rtol)))
+            if d.bad:
+                check = "precision" if kbh_checks.looks_like_precision(c, e, d) \
+                    else "correctness"
+                fails.append((check, kbh_checks.message(what, i, d, atol, rtol)))
+
+    def _written_only(self, c, e, r, i, what, fails):
+        """Report poisoned (never written) elements, then compare the rest:
+        an unwritten element is one failure, not also a NaN mismatch."""
+        if not r.poisoned:
+            return c
+        pv = kbh_memory.poison_value(c.dtype)
+        mask = (kbh_memory.bits(c) == pv) & (kbh_memory.bits(e) != pv)
+        n = int(mask.sum())
+        if n == 0:
+            return c
+        fails.append(("unwritten_output", "%s %d: %d of %d elements never written"
+                      % (what, i, n, c.numel())))
+        return torch.where(mask.view(c.shape), e, c)
+
+    def _repeat_checks(self, r1, r2, expected, prev, tols, fails):
+        def same(xs, ys):
+            return len(xs) == len(ys) and all(
+                kbh_checks.equal_within(x, y, *t) for x, y, t in zip(xs, ys, tols))
+
+        if not same(r1.outs, r2.outs):
+            fails.append(("nondeterminism", "two calls on the same inputs gave "
+                          "different results (beyond tolerance)"))
+        if prev is None:
+            return
+        prev_ref, prev_out = prev
+        if not same(expected, prev_ref) and not same(r1.outs, expected) and \
+                (same(r1.outs, prev_out) or same(r1.outs, prev_ref)):
+            fails.append(("cached_result", "output equals the previous trial's "
+                          "although the inputs changed"))
+
+    def _shape_diagnosis(self, configs):
+        """`shape`: some config passed, and every config that failed an
+        output check has input shapes unlike every passing config's."""
+        sig = lambda c: tuple(tuple(m["shape"]) for m in c.inputs)
+        passed = [c for c in configs if not c.failed]
+        bad = [c for c in configs if c.failed & SHAPE_CHECKS]
+        if not passed or not bad:
+            return
+        ok_sigs = {sig(c) for c in passed}
+        if all(sig(c) not in ok_sigs for c in bad):
+            self.reasons.add("shape", bad[0].index, None,
+                             "correct on %s but wrong on other sizes: %s" % (
+                                 ", ".join("'%s'" % c.name for c in passed[:4]),
+                                 ", ".join("'%s'" % c.name for c in bad[:6])))
+
+    def checks_map(self, cfg):
+        """Per-config {check: pass|fail|skip}."""
+        out = {}
+        native = self.caller.kernel.abi == "native"
+        for c in CHECKS:
+            if c in cfg.failed:
+                out[c] = "fail"
+            elif (c in ("unwritten_output", "out_of_bounds") and not native) or \
+                    (c == "cached_result" and cfg.trials < 2) or \
+                    (c == "precision" and all(d != torch.float32 for _, d in cfg.out_specs)):
+                out[c] = "skip"
+            else:
+                out[c] = "pass"
+        return out
+
+
+class _RefusedInputs(Exception):
+    """The operator's own code raised on a trial's inputs."""
+
+
+def _dedupe(fails):
+    seen, out = set(), []
+    for check, msg in fails:
+        if check not in seen:
+            seen.add(check)
+            out.append((check, msg))
+    return out

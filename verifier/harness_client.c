@@ -1,0 +1,671 @@
+#include "core/common.h"
+#include "verifier/harness_client.h"
+#include "verifier/evidence.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "core/subprocess.h"
+#include "core/util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/rand.h>
+#include <signal.h>
+
+#define LOG_CAP_DEFAULT (1u << 20)
+#define LOG_TAIL_OUT 2048
+#define LOG_TAIL_ERR 4096
+#define CRASH_STDERR_CHARS 600
+
+void kb_harness_init(struct kb_harness *h)
+{
+	memset(h, 0, sizeof(*h));
+	strvec_init(&h->argv_override);
+}
+
+void kb_harness_release(struct kb_harness *h)
+{
+	FREE_AND_NULL(h->python);
+	FREE_AND_NULL(h->script);
+	FREE_AND_NULL(h->tmp_root);
+	strvec_clear(&h->argv_override);
+}
+
+int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
+		     const char *python, const char *script)
+{
+	struct strbuf sb = STRBUF_INIT;
+	const char *tmp = getenv("TMPDIR");
+	char *abs;
+
+	free(h->python);
+	free(h->script);
+	free(h->tmp_root);
+	h->python = xstrdup(python);
+	h->script = xstrdup(script);
+	h->tmp_root = NULL;
+	h->timeout_ms = cfg->timeout_s > 0 ? cfg->timeout_s * 1000 : 0;
+	h->rlimit_as_bytes = cfg->memory_limit_mb > 0 ? (uint64_t)cfg->memory_limit_mb << 20 : 0;
+	h->log_cap = LOG_CAP_DEFAULT;
+	if (cfg->state_dir && *cfg->state_dir) {
+		strbuf_addf(&sb, "%s/tmp", cfg->state_dir);
+		if (!kb_mkdir_p(sb.buf, 0700)) {
+			abs = realpath(sb.buf, NULL);
+			h->tmp_root = abs ? abs : strbuf_detach(&sb, NULL);
+		}
+	}
+	if (!h->tmp_root)
+		h->tmp_root = xstrdup(tmp && *tmp ? tmp : "/tmp");
+	strbuf_release(&sb);
+	return 0;
+}
+
+static int make_nonce(char hex[33])
+{
+	unsigned char bytes[16];
+
+	if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+		int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, bytes, sizeof(bytes)) : -1;
+
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)sizeof(bytes))
+			return error("could not read random bytes for the nonce");
+	}
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		xsnprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+	hex[32] = '\0';
+	return 0;
+}
+
+static const char *signal_name(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGABRT: return "SIGABRT";
+	case SIGFPE: return "SIGFPE";
+	case SIGILL: return "SIGILL";
+	case SIGKILL: return "SIGKILL";
+	case SIGTERM: return "SIGTERM";
+	case SIGINT: return "SIGINT";
+	case SIGXCPU: return "SIGXCPU";
+	case SIGXFSZ: return "SIGXFSZ";
+	case SIGTRAP: return "SIGTRAP";
+	case SIGPIPE: return "SIGPIPE";
+	case SIGSYS: return "SIGSYS";
+	default: return "signal";
+	}
+}
+
+/* The last few non-empty lines of text, joined with " | ", at most max chars. */
+static void last_lines(const char *text, size_t len, int nlines, size_t max, struct strbuf *out)
+{
+	size_t end = len, start;
+	const char *lines[16];
+	size_t lens[16];
+	int n = 0;
+
+	if (nlines > 16)
+		nlines = 16;
+	while (end > 0 && n < nlines) {
+		while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r' || text[end - 1] == ' '))
+			end--;
+		if (!end)
+			break;
+		start = end;
+		while (start > 0 && text[start - 1] != '\n')
+			start--;
+		lines[n] = text + start;
+		lens[n] = end - start;
+		n++;
+		end = start;
+	}
+	{
+		struct strbuf sb = STRBUF_INIT;
+
+		for (int i = n - 1; i >= 0; i--) {
+			if (sb.len)
+				strbuf_addstr(&sb, " | ");
+			strbuf_add(&sb, lines[i], lens[i]);
+		}
+		if (sb.len > max) {
+			strbuf_addstr(out, "...");
+			strbuf_add(out, sb.buf + sb.len - max, max);
+		} else {
+			strbuf_add(out, sb.buf, sb.len);
+		}
+		strbuf_release(&sb);
+	}
+}
+
+static void tail_of(const struct strbuf *sb, size_t max, struct strbuf *out)
+{
+	if (sb->len > max) {
+		strbuf_addstr(out, "...\n");
+		strbuf_add(out, sb->buf + sb->len - max, max);
+	} else {
+		strbuf_add(out, sb->buf, sb->len);
+	}
+}
+
+struct channel {
+	cJSON *result;        /* the last result record */
+	int config, seed;     /* of the last progress record, -1: none */
+	char *stage;
+	int records, ignored;
+};
+
+static void read_channel(const struct strbuf *data, const char *nonce, struct channel *ch)
+{
+	const char *p = data->buf;
+
+	ch->config = ch->seed = -1;
+	while (p && *p) {
+		const char *end = strchrnul(p, '\n');
+		char *line = xstrndup(p, (size_t)(end - p));
+		cJSON *rec = cJSON_Parse(line);
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(rec, "nonce");
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(rec, "type");
+
+		if (!*line) {
+			/* blank line: nothing */
+		} else if (!cJSON_IsObject(rec) || !cJSON_IsString(n) || strcmp(n->valuestring, nonce) ||
+			   !cJSON_IsString(type)) {
+			ch->ignored++;
+		} else if (!strcmp(type->valuestring, "result")) {
+			cJSON_Delete(ch->result);
+			ch->result = rec;
+			rec = NULL;
+			ch->records++;
+		} else {
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(rec, "config");
+			const cJSON *s = cJSON_GetObjectItemCaseSensitive(rec, "seed");
+			const cJSON *st = cJSON_GetObjectItemCaseSensitive(rec, "stage");
+
+			if (!strcmp(type->valuestring, "progress")) {
+				ch->config = cJSON_IsNumber(c) ? c->valueint : -1;
+				ch->seed = cJSON_IsNumber(s) ? s->valueint : -1;
+				free(ch->stage);
+				ch->stage = cJSON_IsString(st) ? xstrdup(st->valuestring) : NULL;
+			}
+			ch->records++;
+		}
+		cJSON_Delete(rec);
+		free(line);
+		p = *end ? end + 1 : NULL;
+	}
+}
+
+static const char *request_backend(const cJSON *request)
+{
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(request, "backend");
+
+	return cJSON_IsString(b) ? b->valuestring : "";
+}
+
+int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **evidence,
+		    struct kb_harness_run *info)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf dir = STRBUF_INIT, req_path = STRBUF_INIT, in = STRBUF_INIT;
+	struct strbuf msg = STRBUF_INIT, tail = STRBUF_INIT;
+	struct channel ch = { 0 };
+	cJSON *req = NULL, *ev = NULL;
+	char nonce[33], *text = NULL;
+	const char *why_check = NULL;
+	int rc = -1;
+
+	*evidence = NULL;
+	if (info)
+		memset(info, 0, sizeof(*info));
+	if (kb_mkdir_p(h->tmp_root, 0700))
+		goto out;
+	strbuf_addf(&dir, "%s/kb-eval-XXXXXX", h->tmp_root);
+	if (!mkdtemp(dir.buf)) {
+		error_errno("could not create an evaluation directory in '%s'", h->tmp_root);
+		strbuf_reset(&dir);
+		goto out;
+	}
+	req = cJSON_Duplicate(request, true);
+	if (!req)
+		die("out of memory copying the request");
+	if (cJSON_GetObjectItemCaseSensitive(req, "workdir"))
+		cJSON_ReplaceItemInObjectCaseSensitive(req, "workdir", cJSON_CreateString(dir.buf));
+	else
+		cJSON_AddStringToObject(req, "workdir", dir.buf);
+	text = cJSON_Print(req);
+	if (!text)
+		die("out of memory printing the request");
+	strbuf_addf(&req_path, "%s/request.json", dir.buf);
+	if (kb_write_file_atomic(req_path.buf, text, strlen(text)))
+		goto out;
+	if (make_nonce(nonce))
+		goto out;
+
+	if (h->argv_override.nr)
+		for (size_t i = 0; i < h->argv_override.nr; i++)
+			strvec_push(&cp.args, h->argv_override.v[i]);
+	else
+		strvec_pushl(&cp.args, h->python, "-I", "-B", "-u", h->script, NULL);
+	strvec_pushl(&cp.args, "--request", req_path.buf, NULL);
+	strvec_pushf(&cp.env, "TMPDIR=%s", dir.buf);
+	strbuf_addf(&in, "%s\n", nonce);
+	cp.in = in.buf;
+	cp.in_len = in.len;
+	cp.dir = dir.buf;
+	cp.timeout_ms = h->timeout_ms;
+	cp.out_cap = cp.err_cap = h->log_cap ? h->log_cap : LOG_CAP_DEFAULT;
+	cp.result_fd_child = 3;
+	if (!strcmp(request_backend(req), "cpu"))
+		cp.rlimit_as_bytes = h->rlimit_as_bytes;
+	rc = run_command(&cp);
+	if (rc)
+		goto out;
+
+	read_channel(&cp.result, nonce, &ch);
+	if (ch.ignored)
+		log_warn("harness: ignored %d record(s) without the evaluation's nonce", ch.ignored);
+	if (info) {
+		info->exit_code = cp.exit_code;
+		info->timed_out = cp.timed_out;
+		info->elapsed_ms = cp.elapsed_ms;
+		info->out_bytes = cp.out.len;
+		info->err_bytes = cp.err.len;
+		info->out_truncated = cp.out_truncated;
+		info->err_truncated = cp.err_truncated;
+		info->records = ch.records;
+		info->ignored = ch.ignored;
+	}
+
+	/* what went wrong with the child, if anything */
+	if (cp.timed_out) {
+		why_check = "timeout";
+		strbuf_addf(&msg, "evaluation exceeded %lld s", (long long)(h->timeout_ms / 1000));
+		if (ch.stage)
+			strbuf_addf(&msg, " (last stage: %s)", ch.stage);
+	} else if (cp.exit_code) {
+		why_check = "crash";
+		if (cp.exit_code > 128)
+			strbuf_addf(&msg, "harness died by signal %d (%s)", cp.exit_code - 128,
+				    signal_name(cp.exit_code - 128));
+		else
+			strbuf_addf(&msg, "harness exited with code %d", cp.exit_code);
+		if (ch.stage)
+			strbuf_addf(&msg, " during %s", ch.stage);
+		if (cp.err.len || cp.out.len) {
+			const struct strbuf *src = cp.err.len ? &cp.err : &cp.out;
+
+			strbuf_addstr(&msg, ": ");
+			last_lines(src->buf, src->len, 5, CRASH_STDERR_CHARS, &msg);
+		}
+	}
+
+	if (ch.result) {
+		ev = ch.result;
+		ch.result = NULL;
+		cJSON_DeleteItemFromObjectCaseSensitive(ev, "nonce");
+		if (why_check) {
+			/* a verdict followed by a crash or a hang still fails */
+			cJSON_ReplaceItemInObjectCaseSensitive(ev, "verdict", cJSON_CreateString("rejected"));
+			kb_evidence_add_reason(ev, why_check, ch.config, ch.seed, msg.buf);
+		}
+	} else if (why_check) {
+		ev = kb_evidence_new("rejected");
+		kb_evidence_add_reason(ev, why_check, ch.config, ch.seed, msg.buf);
+	} else {
+		ev = kb_evidence_new("rejected");
+		kb_evidence_add_reason(ev, "harness", ch.config, ch.seed, "no verdict");
+	}
+	if (!cJSON_GetObjectItemCaseSensitive(ev, "verdict"))
+		cJSON_AddStringToObject(ev, "verdict", "rejected");
+
+	/* the captured logs are the evidence's log_tail */
+	if (cp.out.len) {
+		strbuf_addstr(&tail, "--- stdout ---\n");
+		tail_of(&cp.out, LOG_TAIL_OUT, &tail);
+		if (tail.len && tail.buf[tail.len - 1] != '\n')
+			strbuf_addch(&tail, '\n');
+	}
+	if (cp.err.len) {
+		strbuf_addstr(&tail, "--- stderr ---\n");
+		tail_of(&cp.err, LOG_TAIL_ERR, &tail);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(ev, "log_tail"))
+		cJSON_ReplaceItemInObjectCaseSensitive(ev, "log_tail", cJSON_CreateString(tail.buf));
+	else
+		cJSON_AddStringToObject(ev, "log_tail", tail.buf);
+	*evidence = ev;
+	ev = NULL;
+	rc = 0;
+out:
+	if (dir.len && kb_rm_rf(dir.buf))
+		log_warn("could not remove the evaluation directory '%s'", dir.buf);
+	cJSON_Delete(ch.result);
+	free(ch.stage);
+	cJSON_Delete(ev);
+	cJSON_Delete(req);
+	free(text);
+	child_process_release(&cp);
+	strbuf_release(&dir);
+	strbuf_release(&req_path);
+	strbuf_release(&in);
+	strbuf_release(&msg);
+	strbuf_release(&tail);
+	return rc;
+}
+
+/* --- the request --- */
+
+static void add_tol(cJSON *tol, const char *dtype, double atol, double rtol)
+{
+	cJSON *o = cJSON_AddObjectToObject(tol, dtype);
+
+	cJSON_AddNumberToObject(o, "atol", atol);
+	cJSON_AddNumberToObject(o, "rtol", rtol);
+}
+
+static char *absolute(const char *path)
+{
+	char *r = realpath(path, NULL);
+
+	if (!r)
+		error_errno("could not resolve '%s'", path);
+	return r;
+}
+
+cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const char *operator_path,
+			  const char *pass, enum kb_backend backend, bool timing)
+{
+	cJSON *req, *tol, *t, *bl;
+	struct strbuf sb = STRBUF_INIT;
+	char *op = absolute(operator_path);
+	const char *p;
+
+	if (!op)
+		return NULL;
+	req = cJSON_CreateObject();
+	cJSON_AddNumberToObject(req, "protocol", 1);
+	cJSON_AddStringToObject(req, "mode", mode);
+	cJSON_AddStringToObject(req, "operator", op);
+	cJSON_AddStringToObject(req, "pass", pass ? pass : "forward");
+	cJSON_AddStringToObject(req, "backend", kb_backend_name(backend));
+	cJSON_AddNumberToObject(req, "seeds", (double)cfg->seeds);
+	cJSON_AddNumberToObject(req, "max_configs", (double)cfg->max_configs);
+	tol = cJSON_AddObjectToObject(req, "tolerances");
+	add_tol(tol, "float32", cfg->atol_fp32, cfg->rtol_fp32);
+	add_tol(tol, "float16", cfg->atol_fp16, cfg->rtol_fp16);
+	add_tol(tol, "bfloat16", cfg->atol_bf16, cfg->rtol_bf16);
+	add_tol(tol, "float64", 1e-7, 1e-7);
+	t = cJSON_AddObjectToObject(req, "timing");
+	cJSON_AddBoolToObject(t, "enabled", timing);
+	cJSON_AddNumberToObject(t, "warmup", (double)cfg->warmup);
+	cJSON_AddNumberToObject(t, "min_time_ms", (double)cfg->min_time_ms);
+	cJSON_AddNumberToObject(t, "max_reps", (double)cfg->max_reps);
+	cJSON_AddBoolToObject(t, "l2_flush", cfg->l2_flush);
+	bl = cJSON_AddArrayToObject(t, "baselines");
+	for (p = cfg->baselines ? cfg->baselines : ""; *p; ) {
+		size_t n = strcspn(p, ", ");
+
+		if (n) {
+			char *name = xstrndup(p, n);
+
+			cJSON_AddItemToArray(bl, cJSON_CreateString(name));
+			free(name);
+		}
+		p += n;
+		while (*p == ',' || *p == ' ')
+			p++;
+	}
+	cJSON_AddNumberToObject(req, "suspicious_speedup", cfg->suspicious_speedup);
+	strbuf_addf(&sb, "%s/peaks.json", cfg->state_dir && *cfg->state_dir ? cfg->state_dir : ".kernelbot");
+	{
+		char *dirpart = xstrdup(sb.buf), *slash = strrchr(dirpart, '/');
+		char *absdir;
+
+		*slash = '\0';
+		absdir = realpath(dirpart, NULL);
+		if (absdir) {
+			strbuf_reset(&sb);
+			strbuf_addf(&sb, "%s/peaks.json", absdir);
+		}
+		free(absdir);
+		free(dirpart);
+	}
+	cJSON_AddStringToObject(req, "peaks_cache", sb.buf);
+	strbuf_release(&sb);
+	free(op);
+	return req;
+}
+
+/* --- one candidate, start to finish --- */
+
+int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg)
+{
+	memset(vf, 0, sizeof(*vf));
+	vf->cfg = cfg;
+	kb_harness_init(&vf->harness);
+	strvec_init(&vf->build.include_flags);
+	if (kb_datadir_find(cfg, &vf->dd))
+		return -1;
+	if (kb_python_find(cfg, &vf->probe))
+		return -1;
+	if (kb_build_env_init(&vf->build, cfg, &vf->dd, vf->probe))
+		return -1;
+	return kb_harness_setup(&vf->harness, cfg, vf->probe->python, vf->dd.harness);
+}
+
+void kb_verifier_release(struct kb_verifier *vf)
+{
+	kb_datadir_release(&vf->dd);
+	kb_build_env_release(&vf->build);
+	kb_harness_release(&vf->harness);
+	vf->probe = NULL;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int kb_verifier_backend(const struct kb_verifier *vf, const char *kernel_path,
+			enum kb_backend requested, enum kb_backend *out, struct strbuf *why)
+{
+	bool cuda_src = ends_with(kernel_path, ".cu");
+	bool cxx_src = ends_with(kernel_path, ".cpp") || ends_with(kernel_path, ".cc") ||
+		ends_with(kernel_path, ".cxx");
+	bool gpu = vf->probe && vf->probe->cuda_available && vf->probe->device_count > 0;
+	const char *py = vf->probe ? vf->probe->python : "python";
+
+	if (!cuda_src && !cxx_src) {
+		strbuf_addf(why, "kernel '%s' is neither a .cu nor a .cpp file", kernel_path);
+		return -1;
+	}
+	/* the source decides: .cu runs on cuda, .cpp on cpu */
+	if (requested == KB_BACKEND_CPU && cuda_src) {
+		strbuf_addf(why, "kernel '%s' is cuda source and cannot run on backend 'cpu' (a cpu kernel is a .cpp file)",
+			    kernel_path);
+		return -1;
+	}
+	if (requested == KB_BACKEND_CUDA && cxx_src) {
+		strbuf_addf(why, "kernel '%s' is c++ for backend 'cpu'; backend 'cuda' needs a .cu kernel (or pass --backend cpu)",
+			    kernel_path);
+		return -1;
+	}
+	if (cuda_src && !gpu) {
+		strbuf_addf(why, "kernel '%s' needs backend 'cuda', but torch in '%s' sees no gpu",
+			    kernel_path, py);
+		return -1;
+	}
+	*out = cuda_src ? KB_BACKEND_CUDA : KB_BACKEND_CPU;
+	return 0;
+}
+
+int kb_verifier_check_paths(const char *op, const char *kernel, struct strbuf *why)
+{
+	struct strbuf src = STRBUF_INIT;
+	enum kb_kernel_abi abi;
+
+	if (access(op, F_OK)) {
+		strbuf_addf(why, "operator '%s' does not exist", op);
+		return -1;
+	}
+	if (!kb_is_dir(op) && !(kb_is_file(op) && ends_with(op, ".py"))) {
+		strbuf_addf(why, "operator '%s' is neither a .py file nor a robust-kbench folder", op);
+		return -1;
+	}
+	if (!kb_is_file(kernel)) {
+		strbuf_addf(why, "kernel '%s' does not exist", kernel);
+		return -1;
+	}
+	if (!ends_with(kernel, ".cu") && !ends_with(kernel, ".cpp") && !ends_with(kernel, ".cc") &&
+	    !ends_with(kernel, ".cxx")) {
+		strbuf_addf(why, "kernel '%s' is neither a .cu nor a .cpp file", kernel);
+		return -1;
+	}
+	if (strbuf_read_file(&src, kernel, 4u << 20) < 0) {
+		strbuf_release(&src);
+		strbuf_addf(why, "could not read kernel '%s'", kernel);
+		return -1;
+	}
+	abi = kb_source_abi(src.buf, src.len);
+	strbuf_release(&src);
+	if (abi == KB_ABI_UNKNOWN) {
+		strbuf_addf(why, "kernel '%s' defines neither kb_forward (native abi) nor PYBIND11_MODULE (torch extension)",
+			    kernel);
+		return -1;
+	}
+	return 0;
+}
+
+/* The first line of the compiler's messages that says "error", for the one-line reason. */
+static void first_error_line(const char *errors, struct strbuf *out)
+{
+	const char *p = errors, *pick = NULL;
+
+	while (p && *p) {
+		const char *end = strchrnul(p, '\n');
+		char *line = xstrndup(p, (size_t)(end - p));
+
+		if (!pick && strcasestr(line, "error"))
+			pick = p;
+		free(line);
+		p = *end ? end + 1 : NULL;
+	}
+	if (!pick)
+		pick = errors;
+	strbuf_add(out, pick, strcspn(pick, "\n"));
+}
+
+int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence)
+{
+	struct kb_findings findings = KB_FINDINGS_INIT;
+	struct kb_build_result build;
+	struct kb_evidence_meta meta = { 0 };
+	struct kb_harness harness;
+	struct strbuf src = STRBUF_INIT, why = STRBUF_INIT, sb = STRBUF_INIT;
+	enum kb_kernel_abi abi;
+	enum kb_backend backend;
+	cJSON *ev = NULL, *req = NULL, *kernel;
+	char sha[65];
+	char *kernel_abs = NULL;
+	int64_t t0 = kb_now_ms(), wall0 = kb_wall_s();
+	int rc = -1;
+
+	*evidence = NULL;
+	kb_build_result_init(&build);
+	if (strbuf_read_file(&src, o->kernel_path, 4u << 20) < 0) {
+		error("could not read kernel '%s'", o->kernel_path);
+		goto out;
+	}
+	kernel_abs = realpath(o->kernel_path, NULL);
+	if (!kernel_abs)
+		kernel_abs = xstrdup(o->kernel_path);
+	if (kb_verifier_backend(vf, o->kernel_path, o->backend, &backend, &why)) {
+		error("%s", why.buf);
+		goto out;
+	}
+	kb_sha256_hex(src.buf, src.len, sha);
+	abi = kb_source_abi(src.buf, src.len);
+	meta.kernel_path = kernel_abs;
+	meta.kernel_sha256 = sha;
+	meta.abi = kb_abi_name(abi);
+	meta.findings = &findings;
+
+	/* 1. static checks, both formats */
+	if (kb_static_check(src.buf, src.len, abi, &findings) > 0) {
+		ev = kb_evidence_new("rejected");
+		for (size_t i = 0; i < findings.nr; i++) {
+			strbuf_reset(&sb);
+			strbuf_addf(&sb, "line %d: %s: %s", findings.v[i].line, findings.v[i].rule,
+				    findings.v[i].message);
+			kb_evidence_add_reason(ev, "static", -1, -1, sb.buf);
+		}
+		rc = 0;
+		goto done;
+	}
+
+	/* 2. build (native; the harness builds torch extensions itself) */
+	if (abi == KB_ABI_NATIVE) {
+		rc = kb_build_native(&vf->build, o->kernel_path, &build);
+		if (rc)
+			goto out;
+		meta.build = &build;
+		if (!build.ok) {
+			ev = kb_evidence_new("rejected");
+			strbuf_reset(&sb);
+			strbuf_addstr(&sb, "compile failed: ");
+			first_error_line(build.errors ? build.errors : "", &sb);
+			kb_evidence_add_reason(ev, "build", -1, -1, sb.buf);
+			goto done;
+		}
+	}
+
+	/* 3. the harness */
+	req = kb_harness_request(vf->cfg, o->mode, o->operator_path, o->pass, backend, o->timing);
+	if (!req) {
+		rc = -1;
+		goto out;
+	}
+	if (o->seeds > 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(req, "seeds", cJSON_CreateNumber((double)o->seeds));
+	kernel = cJSON_AddObjectToObject(req, "kernel");
+	cJSON_AddStringToObject(kernel, "abi", kb_abi_name(abi));
+	if (abi == KB_ABI_NATIVE) {
+		cJSON_AddStringToObject(kernel, "library", build.library);
+		cJSON_AddStringToObject(kernel, "source", kernel_abs);
+	} else {
+		char name[32];
+
+		xsnprintf(name, sizeof(name), "kb_ext_%.16s", sha);
+		cJSON_AddStringToObject(kernel, "source", kernel_abs);
+		cJSON_AddStringToObject(kernel, "name", name);
+	}
+	/* a per-call view of the harness settings (borrowed, never released):
+	 * --timeout applies to this call only */
+	harness = vf->harness;
+	harness.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : vf->harness.timeout_ms;
+	rc = kb_harness_call(&harness, req, &ev, NULL);
+	if (rc)
+		goto out;
+done:
+	meta.finished_at = kb_wall_s();
+	meta.started_at = wall0;
+	meta.seconds = (double)(kb_now_ms() - t0) / 1000.0;
+	kb_evidence_annotate(ev, &meta);
+	*evidence = ev;
+	ev = NULL;
+	rc = 0;
+out:
+	cJSON_Delete(ev);
+	cJSON_Delete(req);
+	kb_findings_release(&findings);
+	kb_build_result_release(&build);
+	free(kernel_abs);
+	strbuf_release(&src);
+	strbuf_release(&why);
+	strbuf_release(&sb);
+	return rc;
+}

@@ -1,0 +1,132 @@
+#ifndef KB_HARNESS_CLIENT_H
+#define KB_HARNESS_CLIENT_H
+/*
+ * The bot's side of the harness protocol (verifier/PROTOCOL.md), and the
+ * whole evaluation of one candidate built on it.
+ *
+ * kb_harness_call runs one evaluation in a fresh child:
+ *   PYTHON -I -B -u kb_harness.py --request <tmp>/request.json
+ * with a scrubbed environment, TMPDIR and the request's workdir set to a
+ * fresh directory under tmp_root (removed afterwards), the nonce on stdin,
+ * the result channel on descriptor 3, a wall-clock limit that kills the
+ * process group, RLIMIT_AS on the cpu backend (never on cuda: the driver
+ * maps huge virtual ranges) and stdout/stderr captured up to a cap.
+ *
+ * The verdict is the last "result" record carrying the nonce; records
+ * with another nonce or that are not JSON are ignored. Without one the
+ * evaluation is rejected: "timeout" when the limit killed it, "crash" when
+ * it died by a signal or exited non-zero (the message has the signal and
+ * the last stderr lines, the reason the config and seed of the last
+ * progress record), "harness: no verdict" when it exited 0 silently. A
+ * verdict followed by a crash or a timeout is rejected too. Either way the
+ * caller gets evidence and the next call starts a fresh child.
+ */
+#include "core/common.h"
+#include "core/config.h"
+#include "core/strbuf.h"
+#include "core/strvec.h"
+#include "verifier/build.h"
+#include "verifier/datadir.h"
+#include "verifier/python_env.h"
+#include "verifier/static_check.h"
+
+#include <cjson/cJSON.h>
+
+struct kb_harness {
+	char *python;           /* the interpreter */
+	char *script;           /* kb_harness.py */
+	char *tmp_root;         /* per-evaluation dirs are made here */
+	int64_t timeout_ms;     /* 0: none */
+	uint64_t rlimit_as_bytes; /* cpu backend only; 0: none */
+	size_t log_cap;         /* stdout and stderr each; 0: 1 MiB */
+	/* Test hook: when not empty, run these argv words instead of
+	 * "PYTHON -I -B -u SCRIPT" (the client still appends --request FILE). */
+	struct strvec argv_override;
+};
+
+void kb_harness_init(struct kb_harness *h);
+/*
+ * From the config: timeout_s, memory_limit_mb, tmp_root <state_dir>/tmp
+ * (else $TMPDIR, else /tmp). Returns 0 or -1.
+ */
+int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
+		     const char *python, const char *script);
+void kb_harness_release(struct kb_harness *h);
+
+/* What happened to the child (for callers that want more than the verdict). */
+struct kb_harness_run {
+	int exit_code;          /* or 128 + signal */
+	bool timed_out;
+	int64_t elapsed_ms;
+	size_t out_bytes, err_bytes; /* captured */
+	bool out_truncated, err_truncated;
+	int records;            /* records accepted (right nonce) */
+	int ignored;            /* lines ignored (wrong nonce, not JSON) */
+};
+
+/*
+ * Run one evaluation of request (the client sets "workdir"). Returns 0 with
+ * *evidence (the caller frees it) whatever the verdict, -1 when the child
+ * could not be started or the temp dir made (logged), KB_ECANCELLED on a
+ * stop request. info may be NULL.
+ */
+int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **evidence,
+		    struct kb_harness_run *info);
+
+/*
+ * A request with everything the config decides: protocol, mode, operator
+ * (made absolute), pass, backend, seeds, max_configs, tolerances, timing
+ * (enabled as given, warm-up, min_time_ms, max_reps, l2_flush, baselines),
+ * suspicious_speedup, peaks_cache <state_dir>/peaks.json. The caller adds
+ * "kernel". NULL when operator_path cannot be resolved (logged).
+ */
+cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const char *operator_path,
+			  const char *pass, enum kb_backend backend, bool timing);
+
+/* --- one candidate, start to finish --- */
+
+/* What a process sets up once to evaluate candidates. */
+struct kb_verifier {
+	const struct kb_config *cfg;
+	struct kb_datadir dd;
+	const struct kb_python_probe *probe;  /* owned by python_env */
+	struct kb_build_env build;
+	struct kb_harness harness;
+};
+
+/* Find the data dir and the python with torch, prepare build and harness. 0 or -1 (logged). */
+int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg);
+void kb_verifier_release(struct kb_verifier *vf);
+
+struct kb_eval_opts {
+	const char *operator_path;  /* KernelBench .py or robust-kbench folder */
+	const char *kernel_path;    /* .cu or .cpp, native or torch-ext */
+	const char *mode;           /* "verify" or "bench" */
+	const char *pass;           /* "forward" or "backward" */
+	enum kb_backend backend;    /* auto: the kernel's (.cpp: cpu, .cu: cuda) when that is possible */
+	int64_t seeds;              /* 0: config */
+	int64_t timeout_s;          /* 0: config */
+	bool timing;
+};
+
+/*
+ * Static check, build (native) and harness run for one candidate; the
+ * evidence is annotated (evidence.h) either way. Returns 0 with *evidence,
+ * -1 for usage or environment errors (unreadable kernel, unknown format,
+ * a backend that cannot run the kernel, a compiler missing; logged),
+ * KB_ECANCELLED on a stop request.
+ */
+int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence);
+
+/*
+ * Usage checks that need no python: the operator is a .py file or a
+ * folder, the kernel a readable .cu/.cpp that defines kb_forward or
+ * PYBIND11_MODULE. 0, or -1 with the message in why.
+ */
+int kb_verifier_check_paths(const char *operator_path, const char *kernel_path, struct strbuf *why);
+
+/* The backend o->backend resolves to for kernel_path, or -1 with a message in why. */
+int kb_verifier_backend(const struct kb_verifier *vf, const char *kernel_path,
+			enum kb_backend requested, enum kb_backend *out, struct strbuf *why);
+
+#endif
