@@ -60,7 +60,7 @@ REL := $(BUILD)
 SAN := $(BUILD)/asan
 
 .SECONDARY:
-.PHONY: all asan test test-asan test-gpu demo install uninstall clean help check bench-eval bench-templates
+.PHONY: all asan test test-asan test-gpu demo install uninstall clean help check bench-eval bench-templates gpu-bundle
 all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
 
 # kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
@@ -114,6 +114,15 @@ test-asan: $(SAN)/kernelbot $(SAN_TEST_BINS)
 
 test-gpu: all
 	@KB_BUILD=$(REL) sh tests/run_gpu.sh
+
+# the verifier's benchmark: seconds per candidate, timing spread, hacks
+bench-eval: all
+	@KB_BUILD=$(REL) sh bench/eval/run.sh
+
+# what a GPU runner without the build's packages needs, in $(REL): the
+# shared libraries kernelbot links (all but glibc's and gcc's) in gpu-libs/
+gpu-bundle: all
+	@sh tests/gpu/bundle.sh $(REL)
 
 demo: all
 	@KB_BUILD=$(REL) sh examples/demo.sh

@@ -1,6 +1,8 @@
 #!/bin/sh
-# GPU suites: run only where an NVIDIA GPU and a torch that sees it exist.
-# Without one, say so and exit 0 having run nothing.
+# GPU suites (tests/gpu, pytest): run only where an NVIDIA GPU and a torch
+# that sees it exist. Without one, say so and exit 0 having run nothing.
+# Output ends with pytest's summary line. KB_GPU_EVIDENCE=DIR keeps every
+# evidence JSON and call log there.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${KB_BUILD:-build}
@@ -21,7 +23,8 @@ fi
 cd "$top"
 if "$py" -c 'import pytest' 2>/dev/null; then
 	KB_TOP="$top" KB_BIN="$build/kernelbot" KERNELBOT_PYTHON="$py" \
-		"$py" -m pytest -q -p no:cacheprovider tests/gpu
+		PYTHONDONTWRITEBYTECODE=1 \
+		"$py" -m pytest -q -rfEs -p no:cacheprovider tests/gpu
 	exit $?
 fi
 echo "make test-gpu: pytest is not installed for $py"

@@ -462,7 +462,8 @@ static void hash_field(EVP_MD_CTX *ctx, const void *data, size_t len)
 }
 
 static int cache_key(const struct strbuf *source, const char *compiler, const char *version,
-		     const struct strvec *flags, const char *abi_header, char hex[65])
+		     const struct strvec *flags, const struct strvec *libs, const char *abi_header,
+		     char hex[65])
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	struct strbuf abi = STRBUF_INIT;
@@ -483,6 +484,8 @@ static int cache_key(const struct strbuf *source, const char *compiler, const ch
 	hash_field(ctx, version, strlen(version));
 	for (size_t i = 0; i < flags->nr; i++)
 		hash_field(ctx, flags->v[i], strlen(flags->v[i]));
+	for (size_t i = 0; i < libs->nr; i++)
+		hash_field(ctx, libs->v[i], strlen(libs->v[i]));
 	hash_field(ctx, abi.buf, abi.len);
 	EVP_DigestFinal_ex(ctx, md, &mdlen);
 	for (unsigned int i = 0; i < mdlen && i < 32; i++)
@@ -540,12 +543,37 @@ static void push_flags(const struct kb_build_env *env, enum lang lang, struct st
 		strvec_push(flags, env->include_flags.v[i]);
 }
 
+/*
+ * Libraries a CUDA source asks for on its first line, e.g. "// kernelbot:
+ * link cublasLt" (the built-in matmul templates). Only these are honoured;
+ * they go after the source on the command line.
+ */
+static void push_libs(const struct strbuf *src, enum lang lang, struct strvec *libs)
+{
+	static const char tag[] = "// kernelbot: link ";
+	static const char *const linkable[] = { "cublasLt", "cublas" };
+	const char *p = src->buf, *end;
+
+	if (lang != LANG_CUDA || strncmp(p, tag, strlen(tag)))
+		return;
+	p += strlen(tag);
+	end = strchrnul(p, '\n');
+	while (p < end) {
+		size_t len = strcspn(p, " ,\t\r\n");
+
+		for (size_t i = 0; i < ARRAY_SIZE(linkable); i++)
+			if (len == strlen(linkable[i]) && !strncmp(p, linkable[i], len))
+				strvec_pushf(libs, "-l%s", linkable[i]);
+		p += len ? len : 1;
+	}
+}
+
 int kb_build_native(const struct kb_build_env *env, const char *source, struct kb_build_result *res)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf src = STRBUF_INIT, compiler = STRBUF_INIT, version = STRBUF_INIT;
 	struct strbuf entry = STRBUF_INIT, tmp = STRBUF_INIT, sb = STRBUF_INIT;
-	struct strvec flags = STRVEC_INIT;
+	struct strvec flags = STRVEC_INIT, libs = STRVEC_INIT;
 	const char *base = base_name(source);
 	enum lang lang = LANG_CXX;
 	cJSON *json = NULL;
@@ -564,7 +592,8 @@ int kb_build_native(const struct kb_build_env *env, const char *source, struct k
 	    compiler_version(compiler.buf, &version))
 		goto out;
 	push_flags(env, lang, &flags);
-	if (cache_key(&src, compiler.buf, version.buf, &flags, env->abi_header, res->hash))
+	push_libs(&src, lang, &libs);
+	if (cache_key(&src, compiler.buf, version.buf, &flags, &libs, env->abi_header, res->hash))
 		goto out;
 
 	strbuf_addf(&entry, "%s/%s", env->cache_dir, res->hash);
@@ -593,6 +622,8 @@ int kb_build_native(const struct kb_build_env *env, const char *source, struct k
 	for (size_t i = 0; i < flags.nr; i++)
 		strvec_push(&cp.args, flags.v[i]);
 	strvec_pushl(&cp.args, "-o", "kernel.so", base, NULL);
+	for (size_t i = 0; i < libs.nr; i++)
+		strvec_push(&cp.args, libs.v[i]);
 	strvec_push(&cp.env, "LC_ALL=C");
 	strvec_pushf(&cp.env, "TMPDIR=%s", sb.buf);
 	cp.dir = tmp.buf;
@@ -645,6 +676,8 @@ int kb_build_native(const struct kb_build_env *env, const char *source, struct k
 
 		for (size_t i = 0; i < flags.nr; i++)
 			cJSON_AddItemToArray(arr, cJSON_CreateString(flags.v[i]));
+		for (size_t i = 0; i < libs.nr; i++)
+			cJSON_AddItemToArray(arr, cJSON_CreateString(libs.v[i]));
 	}
 	text = cJSON_Print(json);
 	rc = -1;
@@ -677,6 +710,7 @@ out:
 	free(text);
 	cJSON_Delete(json);
 	strvec_clear(&flags);
+	strvec_clear(&libs);
 	child_process_release(&cp);
 	strbuf_release(&src);
 	strbuf_release(&compiler);

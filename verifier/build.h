@@ -9,6 +9,9 @@
  *   .cpp -> g++ -O3 -std=c++17 -march=native -fopenmp -shared -fPIC
  *               -I... -o kernel.so
  *
+ * A .cu whose first line is "// kernelbot: link cublasLt" (or cublas) is
+ * linked with that library too (-lcublasLt after the source).
+ *
  * Builds are cached by content: the key is the SHA-256 of the source bytes,
  * the compiler's path and `--version` output, the flags, and the ABI
  * header's bytes. An entry is <cache_dir>/<hex>/ holding kernel.so (when

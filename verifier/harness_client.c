@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "verifier/harness_client.h"
 #include "verifier/evidence.h"
+#include "verifier/harness_worker.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/subprocess.h"
@@ -8,6 +9,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <openssl/rand.h>
 #include <signal.h>
 
@@ -59,7 +61,7 @@ int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
 	return 0;
 }
 
-static int make_nonce(char hex[33])
+int kb_harness_nonce(char hex[33])
 {
 	unsigned char bytes[16];
 
@@ -149,6 +151,67 @@ static void tail_of(const struct strbuf *sb, size_t max, struct strbuf *out)
 	}
 }
 
+void kb_harness_exit_message(int exit_code, const char *stage, const struct strbuf *out,
+			     const struct strbuf *err, struct strbuf *msg)
+{
+	if (exit_code > 128)
+		strbuf_addf(msg, "harness died by signal %d (%s)", exit_code - 128,
+			    signal_name(exit_code - 128));
+	else
+		strbuf_addf(msg, "harness exited with code %d", exit_code);
+	if (stage)
+		strbuf_addf(msg, " during %s", stage);
+	if (err->len || out->len) {
+		const struct strbuf *src = err->len ? err : out;
+
+		strbuf_addstr(msg, ": ");
+		last_lines(src->buf, src->len, 5, CRASH_STDERR_CHARS, msg);
+	}
+}
+
+cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed,
+			 const struct strbuf *out, const struct strbuf *err)
+{
+	struct strbuf tail = STRBUF_INIT;
+	cJSON *ev;
+
+	if (result) {
+		ev = result;
+		cJSON_DeleteItemFromObjectCaseSensitive(ev, "nonce");
+		if (why_check) {
+			/* a verdict followed by a crash or a hang still fails */
+			cJSON_ReplaceItemInObjectCaseSensitive(ev, "verdict", cJSON_CreateString("rejected"));
+			kb_evidence_add_reason(ev, why_check, config, seed, msg);
+		}
+	} else if (why_check) {
+		ev = kb_evidence_new("rejected");
+		kb_evidence_add_reason(ev, why_check, config, seed, msg);
+	} else {
+		ev = kb_evidence_new("rejected");
+		kb_evidence_add_reason(ev, "harness", config, seed, "no verdict");
+	}
+	if (!cJSON_GetObjectItemCaseSensitive(ev, "verdict"))
+		cJSON_AddStringToObject(ev, "verdict", "rejected");
+
+	/* the captured logs are the evidence's log_tail */
+	if (out->len) {
+		strbuf_addstr(&tail, "--- stdout ---\n");
+		tail_of(out, LOG_TAIL_OUT, &tail);
+		if (tail.len && tail.buf[tail.len - 1] != '\n')
+			strbuf_addch(&tail, '\n');
+	}
+	if (err->len) {
+		strbuf_addstr(&tail, "--- stderr ---\n");
+		tail_of(err, LOG_TAIL_ERR, &tail);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(ev, "log_tail"))
+		cJSON_ReplaceItemInObjectCaseSensitive(ev, "log_tail", cJSON_CreateString(tail.buf));
+	else
+		cJSON_AddStringToObject(ev, "log_tail", tail.buf);
+	strbuf_release(&tail);
+	return ev;
+}
+
 struct channel {
 	cJSON *result;        /* the last result record */
 	int config, seed;     /* of the last progress record, -1: none */
@@ -197,11 +260,34 @@ static void read_channel(const struct strbuf *data, const char *nonce, struct ch
 	}
 }
 
-static const char *request_backend(const cJSON *request)
+const char *kb_harness_request_backend(const cJSON *request)
 {
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(request, "backend");
 
 	return cJSON_IsString(b) ? b->valuestring : "";
+}
+
+int kb_harness_write_request(const cJSON *request, const char *workdir, struct strbuf *path)
+{
+	cJSON *req = cJSON_Duplicate(request, true);
+	char *text;
+	int rc;
+
+	if (!req)
+		die("out of memory copying the request");
+	if (cJSON_GetObjectItemCaseSensitive(req, "workdir"))
+		cJSON_ReplaceItemInObjectCaseSensitive(req, "workdir", cJSON_CreateString(workdir));
+	else
+		cJSON_AddStringToObject(req, "workdir", workdir);
+	text = cJSON_Print(req);
+	if (!text)
+		die("out of memory printing the request");
+	strbuf_reset(path);
+	strbuf_addf(path, "%s/request.json", workdir);
+	rc = kb_write_file_atomic(path->buf, text, strlen(text));
+	free(text);
+	cJSON_Delete(req);
+	return rc;
 }
 
 int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **evidence,
@@ -209,10 +295,10 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf dir = STRBUF_INIT, req_path = STRBUF_INIT, in = STRBUF_INIT;
-	struct strbuf msg = STRBUF_INIT, tail = STRBUF_INIT;
+	struct strbuf msg = STRBUF_INIT;
 	struct channel ch = { 0 };
-	cJSON *req = NULL, *ev = NULL;
-	char nonce[33], *text = NULL;
+	cJSON *ev = NULL;
+	char nonce[33];
 	const char *why_check = NULL;
 	int rc = -1;
 
@@ -227,20 +313,9 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 		strbuf_reset(&dir);
 		goto out;
 	}
-	req = cJSON_Duplicate(request, true);
-	if (!req)
-		die("out of memory copying the request");
-	if (cJSON_GetObjectItemCaseSensitive(req, "workdir"))
-		cJSON_ReplaceItemInObjectCaseSensitive(req, "workdir", cJSON_CreateString(dir.buf));
-	else
-		cJSON_AddStringToObject(req, "workdir", dir.buf);
-	text = cJSON_Print(req);
-	if (!text)
-		die("out of memory printing the request");
-	strbuf_addf(&req_path, "%s/request.json", dir.buf);
-	if (kb_write_file_atomic(req_path.buf, text, strlen(text)))
+	if (kb_harness_write_request(request, dir.buf, &req_path))
 		goto out;
-	if (make_nonce(nonce))
+	if (kb_harness_nonce(nonce))
 		goto out;
 
 	if (h->argv_override.nr)
@@ -257,7 +332,7 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	cp.timeout_ms = h->timeout_ms;
 	cp.out_cap = cp.err_cap = h->log_cap ? h->log_cap : LOG_CAP_DEFAULT;
 	cp.result_fd_child = 3;
-	if (!strcmp(request_backend(req), "cpu"))
+	if (!strcmp(kb_harness_request_backend(request), "cpu"))
 		cp.rlimit_as_bytes = h->rlimit_as_bytes;
 	rc = run_command(&cp);
 	if (rc)
@@ -286,55 +361,10 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 			strbuf_addf(&msg, " (last stage: %s)", ch.stage);
 	} else if (cp.exit_code) {
 		why_check = "crash";
-		if (cp.exit_code > 128)
-			strbuf_addf(&msg, "harness died by signal %d (%s)", cp.exit_code - 128,
-				    signal_name(cp.exit_code - 128));
-		else
-			strbuf_addf(&msg, "harness exited with code %d", cp.exit_code);
-		if (ch.stage)
-			strbuf_addf(&msg, " during %s", ch.stage);
-		if (cp.err.len || cp.out.len) {
-			const struct strbuf *src = cp.err.len ? &cp.err : &cp.out;
-
-			strbuf_addstr(&msg, ": ");
-			last_lines(src->buf, src->len, 5, CRASH_STDERR_CHARS, &msg);
-		}
+		kb_harness_exit_message(cp.exit_code, ch.stage, &cp.out, &cp.err, &msg);
 	}
-
-	if (ch.result) {
-		ev = ch.result;
-		ch.result = NULL;
-		cJSON_DeleteItemFromObjectCaseSensitive(ev, "nonce");
-		if (why_check) {
-			/* a verdict followed by a crash or a hang still fails */
-			cJSON_ReplaceItemInObjectCaseSensitive(ev, "verdict", cJSON_CreateString("rejected"));
-			kb_evidence_add_reason(ev, why_check, ch.config, ch.seed, msg.buf);
-		}
-	} else if (why_check) {
-		ev = kb_evidence_new("rejected");
-		kb_evidence_add_reason(ev, why_check, ch.config, ch.seed, msg.buf);
-	} else {
-		ev = kb_evidence_new("rejected");
-		kb_evidence_add_reason(ev, "harness", ch.config, ch.seed, "no verdict");
-	}
-	if (!cJSON_GetObjectItemCaseSensitive(ev, "verdict"))
-		cJSON_AddStringToObject(ev, "verdict", "rejected");
-
-	/* the captured logs are the evidence's log_tail */
-	if (cp.out.len) {
-		strbuf_addstr(&tail, "--- stdout ---\n");
-		tail_of(&cp.out, LOG_TAIL_OUT, &tail);
-		if (tail.len && tail.buf[tail.len - 1] != '\n')
-			strbuf_addch(&tail, '\n');
-	}
-	if (cp.err.len) {
-		strbuf_addstr(&tail, "--- stderr ---\n");
-		tail_of(&cp.err, LOG_TAIL_ERR, &tail);
-	}
-	if (cJSON_GetObjectItemCaseSensitive(ev, "log_tail"))
-		cJSON_ReplaceItemInObjectCaseSensitive(ev, "log_tail", cJSON_CreateString(tail.buf));
-	else
-		cJSON_AddStringToObject(ev, "log_tail", tail.buf);
+	ev = kb_harness_settle(ch.result, why_check, msg.buf, ch.config, ch.seed, &cp.out, &cp.err);
+	ch.result = NULL;
 	*evidence = ev;
 	ev = NULL;
 	rc = 0;
@@ -344,14 +374,11 @@ out:
 	cJSON_Delete(ch.result);
 	free(ch.stage);
 	cJSON_Delete(ev);
-	cJSON_Delete(req);
-	free(text);
 	child_process_release(&cp);
 	strbuf_release(&dir);
 	strbuf_release(&req_path);
 	strbuf_release(&in);
 	strbuf_release(&msg);
-	strbuf_release(&tail);
 	return rc;
 }
 
@@ -457,6 +484,10 @@ int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg)
 
 void kb_verifier_release(struct kb_verifier *vf)
 {
+	if (vf->worker) {
+		kb_harness_worker_release(vf->worker);
+		FREE_AND_NULL(vf->worker);
+	}
 	kb_datadir_release(&vf->dd);
 	kb_build_env_release(&vf->build);
 	kb_harness_release(&vf->harness);
@@ -559,113 +590,275 @@ static void first_error_line(const char *errors, struct strbuf *out)
 	strbuf_add(out, pick, strcspn(pick, "\n"));
 }
 
-int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence)
-{
-	struct kb_findings findings = KB_FINDINGS_INIT;
-	struct kb_build_result build;
-	struct kb_evidence_meta meta = { 0 };
-	struct kb_harness harness;
-	struct strbuf src = STRBUF_INIT, why = STRBUF_INIT, sb = STRBUF_INIT;
+/* One candidate on its way through kb_verifier_evaluate_many. */
+struct cand {
+	const char *path;
+	char *abs;
+	struct strbuf src;
+	char sha[65];
 	enum kb_kernel_abi abi;
 	enum kb_backend backend;
-	cJSON *ev = NULL, *req = NULL, *kernel;
-	char sha[65];
-	char *kernel_abs = NULL;
-	int64_t t0 = kb_now_ms(), wall0 = kb_wall_s();
+	struct kb_findings findings;
+	struct kb_build_result build;
+	bool has_build;         /* the build result goes into the evidence */
+	cJSON *ev;              /* decided before the harness (static, build) */
+	double static_s, build_s, harness_s;
+	int64_t wall0;
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void cand_release(struct cand *c)
+{
+	free(c->abs);
+	strbuf_release(&c->src);
+	kb_findings_release(&c->findings);
+	kb_build_result_release(&c->build);
+	cJSON_Delete(c->ev);
+}
+
+/* Read, resolve the backend, static checks. 0, or -1 (usage error, logged). */
+static int cand_prepare(const struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c)
+{
+	struct strbuf why = STRBUF_INIT, sb = STRBUF_INIT;
+	double t;
 	int rc = -1;
 
-	*evidence = NULL;
-	kb_build_result_init(&build);
-	if (strbuf_read_file(&src, o->kernel_path, 4u << 20) < 0) {
-		error("could not read kernel '%s'", o->kernel_path);
+	c->wall0 = kb_wall_s();
+	if (strbuf_read_file(&c->src, c->path, 4u << 20) < 0) {
+		error("could not read kernel '%s'", c->path);
 		goto out;
 	}
-	kernel_abs = realpath(o->kernel_path, NULL);
-	if (!kernel_abs)
-		kernel_abs = xstrdup(o->kernel_path);
-	if (kb_verifier_backend(vf, o->kernel_path, o->backend, &backend, &why)) {
+	c->abs = realpath(c->path, NULL);
+	if (!c->abs)
+		c->abs = xstrdup(c->path);
+	if (kb_verifier_backend(vf, c->path, o->backend, &c->backend, &why)) {
 		error("%s", why.buf);
 		goto out;
 	}
-	kb_sha256_hex(src.buf, src.len, sha);
-	abi = kb_source_abi(src.buf, src.len);
-	meta.kernel_path = kernel_abs;
-	meta.kernel_sha256 = sha;
-	meta.abi = kb_abi_name(abi);
-	meta.findings = &findings;
+	kb_sha256_hex(c->src.buf, c->src.len, c->sha);
+	c->abi = kb_source_abi(c->src.buf, c->src.len);
 
-	/* 1. static checks, both formats */
-	if (kb_static_check(src.buf, src.len, abi, &findings) > 0) {
-		ev = kb_evidence_new("rejected");
-		for (size_t i = 0; i < findings.nr; i++) {
+	/* static checks, both formats */
+	t = mono_s();
+	if (kb_static_check(c->src.buf, c->src.len, c->abi, &c->findings) > 0) {
+		c->ev = kb_evidence_new("rejected");
+		for (size_t i = 0; i < c->findings.nr; i++) {
 			strbuf_reset(&sb);
-			strbuf_addf(&sb, "line %d: %s: %s", findings.v[i].line, findings.v[i].rule,
-				    findings.v[i].message);
-			kb_evidence_add_reason(ev, "static", -1, -1, sb.buf);
-		}
-		rc = 0;
-		goto done;
-	}
-
-	/* 2. build (native; the harness builds torch extensions itself) */
-	if (abi == KB_ABI_NATIVE) {
-		rc = kb_build_native(&vf->build, o->kernel_path, &build);
-		if (rc)
-			goto out;
-		meta.build = &build;
-		if (!build.ok) {
-			ev = kb_evidence_new("rejected");
-			strbuf_reset(&sb);
-			strbuf_addstr(&sb, "compile failed: ");
-			first_error_line(build.errors ? build.errors : "", &sb);
-			kb_evidence_add_reason(ev, "build", -1, -1, sb.buf);
-			goto done;
+			strbuf_addf(&sb, "line %d: %s: %s", c->findings.v[i].line, c->findings.v[i].rule,
+				    c->findings.v[i].message);
+			kb_evidence_add_reason(c->ev, "static", -1, -1, sb.buf);
 		}
 	}
-
-	/* 3. the harness */
-	req = kb_harness_request(vf->cfg, o->mode, o->operator_path, o->pass, backend, o->timing);
-	if (!req) {
-		rc = -1;
-		goto out;
-	}
-	if (o->seeds > 0)
-		cJSON_ReplaceItemInObjectCaseSensitive(req, "seeds", cJSON_CreateNumber((double)o->seeds));
-	kernel = cJSON_AddObjectToObject(req, "kernel");
-	cJSON_AddStringToObject(kernel, "abi", kb_abi_name(abi));
-	if (abi == KB_ABI_NATIVE) {
-		cJSON_AddStringToObject(kernel, "library", build.library);
-		cJSON_AddStringToObject(kernel, "source", kernel_abs);
-	} else {
-		char name[32];
-
-		xsnprintf(name, sizeof(name), "kb_ext_%.16s", sha);
-		cJSON_AddStringToObject(kernel, "source", kernel_abs);
-		cJSON_AddStringToObject(kernel, "name", name);
-	}
-	/* a per-call view of the harness settings (borrowed, never released):
-	 * --timeout applies to this call only */
-	harness = vf->harness;
-	harness.timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : vf->harness.timeout_ms;
-	rc = kb_harness_call(&harness, req, &ev, NULL);
-	if (rc)
-		goto out;
-done:
-	meta.finished_at = kb_wall_s();
-	meta.started_at = wall0;
-	meta.seconds = (double)(kb_now_ms() - t0) / 1000.0;
-	kb_evidence_annotate(ev, &meta);
-	*evidence = ev;
-	ev = NULL;
+	c->static_s = mono_s() - t;
 	rc = 0;
 out:
-	cJSON_Delete(ev);
-	cJSON_Delete(req);
-	kb_findings_release(&findings);
-	kb_build_result_release(&build);
-	free(kernel_abs);
-	strbuf_release(&src);
 	strbuf_release(&why);
 	strbuf_release(&sb);
 	return rc;
+}
+
+/* Build every native candidate still in the running, in parallel. 0, -1, KB_ECANCELLED. */
+static int build_all(struct kb_verifier *vf, struct cand *cs, size_t n)
+{
+	const char **sources = xcalloc(n ? n : 1, sizeof(*sources));
+	struct kb_build_result *results = xcalloc(n ? n : 1, sizeof(*results));
+	size_t *which = xcalloc(n ? n : 1, sizeof(*which));
+	struct strbuf sb = STRBUF_INIT;
+	size_t m = 0;
+	double t, share;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i].ev || cs[i].abi != KB_ABI_NATIVE)
+			continue;
+		sources[m] = cs[i].path;
+		which[m] = i;
+		kb_build_result_init(&results[m]);
+		m++;
+	}
+	if (!m)
+		goto out;
+	t = mono_s();
+	if (m == 1)
+		rc = kb_build_native(&vf->build, sources[0], &results[0]);
+	else
+		rc = kb_build_many(&vf->build, sources, m, results);
+	share = (mono_s() - t) / (double)m;
+	for (size_t k = 0; k < m; k++) {
+		struct cand *c = &cs[which[k]];
+
+		kb_build_result_release(&c->build);
+		c->build = results[k];
+		kb_build_result_init(&results[k]);
+		c->has_build = true;
+		c->build_s = share;
+		if (rc || c->build.ok)
+			continue;
+		c->ev = kb_evidence_new("rejected");
+		strbuf_reset(&sb);
+		strbuf_addstr(&sb, "compile failed: ");
+		first_error_line(c->build.errors ? c->build.errors : "", &sb);
+		kb_evidence_add_reason(c->ev, "build", -1, -1, sb.buf);
+	}
+out:
+	for (size_t k = 0; k < m; k++)
+		kb_build_result_release(&results[k]);
+	free(results);
+	free(sources);
+	free(which);
+	strbuf_release(&sb);
+	return rc;
+}
+
+/* The harness's verdict on one built candidate. 0, -1, KB_ECANCELLED. */
+static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c)
+{
+	struct kb_harness harness;
+	cJSON *req, *kernel;
+	int64_t timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : vf->harness.timeout_ms;
+	double t = mono_s();
+	int rc;
+
+	req = kb_harness_request(vf->cfg, o->mode, o->operator_path, o->pass, c->backend, o->timing);
+	if (!req)
+		return -1;
+	if (o->seeds > 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(req, "seeds", cJSON_CreateNumber((double)o->seeds));
+	kernel = cJSON_AddObjectToObject(req, "kernel");
+	cJSON_AddStringToObject(kernel, "abi", kb_abi_name(c->abi));
+	if (c->abi == KB_ABI_NATIVE) {
+		cJSON_AddStringToObject(kernel, "library", c->build.library);
+		cJSON_AddStringToObject(kernel, "source", c->abs);
+	} else {
+		char name[32];
+
+		xsnprintf(name, sizeof(name), "kb_ext_%.16s", c->sha);
+		cJSON_AddStringToObject(kernel, "source", c->abs);
+		cJSON_AddStringToObject(kernel, "name", name);
+	}
+	if (vf->worker) {
+		rc = kb_harness_worker_eval(vf->worker, req, timeout_ms, &c->ev, NULL);
+	} else {
+		/* a per-call view of the harness settings (borrowed, never
+		 * released): --timeout applies to this call only */
+		harness = vf->harness;
+		harness.timeout_ms = timeout_ms;
+		rc = kb_harness_call(&harness, req, &c->ev, NULL);
+	}
+	c->harness_s = mono_s() - t;
+	cJSON_Delete(req);
+	return rc;
+}
+
+static void set_number(cJSON *obj, const char *key, double v)
+{
+	if (cJSON_GetObjectItemCaseSensitive(obj, key))
+		cJSON_ReplaceItemInObjectCaseSensitive(obj, key, cJSON_CreateNumber(v));
+	else
+		cJSON_AddNumberToObject(obj, key, v);
+}
+
+static double rounded(double s)
+{
+	return round(s * 1e4) / 1e4;
+}
+
+/* The bot's stages and the "kernelbot" object. */
+static void cand_finish(struct cand *c)
+{
+	struct kb_evidence_meta meta = { 0 };
+	cJSON *stages = cJSON_GetObjectItemCaseSensitive(c->ev, "stages");
+
+	if (!cJSON_IsObject(stages)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(c->ev, "stages");
+		stages = cJSON_AddObjectToObject(c->ev, "stages");
+	}
+	set_number(stages, "static_s", rounded(c->static_s));
+	set_number(stages, "build_s", rounded(c->build_s));
+	set_number(stages, "harness_s", rounded(c->harness_s));
+
+	meta.kernel_path = c->abs;
+	meta.kernel_sha256 = c->sha;
+	meta.abi = kb_abi_name(c->abi);
+	meta.findings = &c->findings;
+	meta.build = c->has_build ? &c->build : NULL;
+	meta.started_at = c->wall0;
+	meta.finished_at = kb_wall_s();
+	meta.seconds = c->static_s + c->build_s + c->harness_s;
+	kb_evidence_annotate(c->ev, &meta);
+}
+
+void kb_verifier_use_worker(struct kb_verifier *vf)
+{
+	if (vf->worker)
+		return;
+	vf->worker = xmalloc(sizeof(*vf->worker));
+	kb_harness_worker_init(vf->worker, &vf->harness);
+}
+
+int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts *o,
+			      const char *const *kernels, size_t n, cJSON **evidence,
+			      kb_eval_done_fn done, void *payload)
+{
+	struct cand *cs = xcalloc(n ? n : 1, sizeof(*cs));
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		evidence[i] = NULL;
+		cs[i].path = kernels[i];
+		strbuf_init(&cs[i].src, 0);
+		cs[i].findings = (struct kb_findings)KB_FINDINGS_INIT;
+		kb_build_result_init(&cs[i].build);
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = cand_prepare(vf, o, &cs[i]);
+	if (rc)
+		goto out;
+
+	/* python and torch start while the compiler works */
+	if (vf->worker)
+		for (size_t i = 0; i < n; i++)
+			if (!cs[i].ev) {
+				if (kb_harness_worker_start(vf->worker, kb_backend_name(cs[i].backend)) ==
+				    KB_ECANCELLED) {
+					rc = KB_ECANCELLED;
+					goto out;
+				}
+				break;
+			}
+	rc = build_all(vf, cs, n);
+	if (rc)
+		goto out;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!cs[i].ev) {
+			rc = run_harness(vf, o, &cs[i]);
+			if (rc)
+				goto out;
+		}
+		cand_finish(&cs[i]);
+		evidence[i] = cs[i].ev;
+		cs[i].ev = NULL;
+		if (done)
+			done(i, kernels[i], evidence[i], payload);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		cand_release(&cs[i]);
+	free(cs);
+	return rc;
+}
+
+int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence)
+{
+	const char *kernels[1] = { o->kernel_path };
+
+	return kb_verifier_evaluate_many(vf, o, kernels, 1, evidence, NULL, NULL);
 }

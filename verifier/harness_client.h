@@ -62,6 +62,7 @@ struct kb_harness_run {
 	bool out_truncated, err_truncated;
 	int records;            /* records accepted (right nonce) */
 	int ignored;            /* lines ignored (wrong nonce, not JSON) */
+	bool worker_started;    /* a worker (harness_worker.h) was started for this call */
 };
 
 /*
@@ -83,7 +84,32 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const char *operator_path,
 			  const char *pass, enum kb_backend backend, bool timing);
 
+/* --- pieces shared by kb_harness_call and the worker (harness_worker.h) --- */
+
+/* 32 random hex characters and a NUL. 0 or -1 (logged). */
+int kb_harness_nonce(char hex[33]);
+/* The request's "backend" string, "" when it has none. */
+const char *kb_harness_request_backend(const cJSON *request);
+/* Write a copy of request with "workdir" set to workdir as <workdir>/request.json; path gets its name. 0 or -1. */
+int kb_harness_write_request(const cJSON *request, const char *workdir, struct strbuf *path);
+/*
+ * "harness died by signal 11 (SIGSEGV) during trial: <last stderr lines>"
+ * or "harness exited with code N ...", appended to msg; stage may be NULL.
+ */
+void kb_harness_exit_message(int exit_code, const char *stage, const struct strbuf *out,
+			     const struct strbuf *err, struct strbuf *msg);
+/*
+ * The evidence: result (taken; NULL when none came) without its nonce,
+ * rejected with why_check/msg when that is set (a verdict followed by a
+ * crash or a hang still fails), "harness: no verdict" when neither is,
+ * and log_tail from the tails of out and err.
+ */
+cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed,
+			 const struct strbuf *out, const struct strbuf *err);
+
 /* --- one candidate, start to finish --- */
+
+struct kb_harness_worker;
 
 /* What a process sets up once to evaluate candidates. */
 struct kb_verifier {
@@ -92,11 +118,24 @@ struct kb_verifier {
 	const struct kb_python_probe *probe;  /* owned by python_env */
 	struct kb_build_env build;
 	struct kb_harness harness;
+	/* NULL: a fresh harness process per evaluation (kb_harness_call);
+	 * else evaluations go to this long-lived worker (kb_verifier_use_worker) */
+	struct kb_harness_worker *worker;
 };
 
 /* Find the data dir and the python with torch, prepare build and harness. 0 or -1 (logged). */
 int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg);
+/* Stops and frees the worker too. */
 void kb_verifier_release(struct kb_verifier *vf);
+
+/*
+ * From now on evaluate candidates in one long-lived harness worker
+ * (harness_worker.h): started when first needed, restarted after a crash,
+ * a lost CUDA context or a timeout, stopped by kb_verifier_release. Saves
+ * python's, torch's and CUDA's start-up (seconds) and the operator's
+ * loading and torch.compile baselines on every candidate after the first.
+ */
+void kb_verifier_use_worker(struct kb_verifier *vf);
 
 struct kb_eval_opts {
 	const char *operator_path;  /* KernelBench .py or robust-kbench folder */
@@ -115,8 +154,33 @@ struct kb_eval_opts {
  * -1 for usage or environment errors (unreadable kernel, unknown format,
  * a backend that cannot run the kernel, a compiler missing; logged),
  * KB_ECANCELLED on a stop request.
+ *
+ * The evidence's "stages" (wall seconds) hold the harness's load_s,
+ * correctness_s, timing_s and total_s (PROTOCOL.md), and the bot's
+ * static_s, build_s (this candidate's share of the build step: the whole
+ * parallel build divided by the kernels built together; 0 when the
+ * harness builds it, as for torch extensions) and harness_s (the harness
+ * call as the bot saw it: a process or worker start-up included).
  */
 int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence);
+
+/* Called by kb_verifier_evaluate_many after each kernel's evidence is made. */
+typedef void (*kb_eval_done_fn)(size_t i, const char *kernel_path, const cJSON *evidence,
+				void *payload);
+
+/*
+ * kb_verifier_evaluate for n kernels of one operator (o->kernel_path is
+ * not used): all statically checked, the native ones that pass built in
+ * parallel (kb_build_many; the worker, if vf uses one, starts meanwhile),
+ * then evaluated one after another. evidence[i] (n slots, set to NULL
+ * first) receives kernel i's. Returns 0 when every kernel has evidence;
+ * -1 on the first usage or environment error (logged; the evidence made
+ * so far stays for the caller to free), KB_ECANCELLED on a stop request.
+ * done may be NULL.
+ */
+int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts *o,
+			      const char *const *kernels, size_t n, cJSON **evidence,
+			      kb_eval_done_fn done, void *payload);
 
 /*
  * Usage checks that need no python: the operator is a .py file or a

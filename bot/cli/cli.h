@@ -40,5 +40,9 @@ int cmd_config(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_daemon(int argc, char **argv);
+int cmd_action(int argc, char **argv);
+int cmd_local(int argc, char **argv);
 
 #endif

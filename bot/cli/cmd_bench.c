@@ -28,6 +28,7 @@ static void usage(FILE *fp)
 		"      --seeds N          correctness trials per config\n"
 		"      --pass forward|backward\n"
 		"      --json FILE        write the evidence JSON\n"
+		"      --fresh            run the harness as a one-off process, not as a worker\n"
 		"  -h, --help             this text\n"
 		"\n"
 		"exit: 0 verified and timed, 1 rejected (reasons on stdout, one per line),\n"
@@ -43,6 +44,7 @@ int cmd_bench(int argc, char **argv)
 		{ "seeds", required_argument, NULL, 's' },
 		{ "pass", required_argument, NULL, 'p' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "fresh", no_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -52,7 +54,7 @@ int cmd_bench(int argc, char **argv)
 	struct strbuf why = STRBUF_INIT;
 	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
 	enum kb_backend backend = KB_BACKEND_AUTO, resolved;
-	bool cfg_loaded = false, vf_ready = false;
+	bool cfg_loaded = false, vf_ready = false, fresh = false;
 	cJSON *ev = NULL;
 	int c, rc = KB_EXIT_USAGE;
 
@@ -61,6 +63,7 @@ int cmd_bench(int argc, char **argv)
 		case 'c': config_path = optarg; break;
 		case 'b': backend_arg = optarg; break;
 		case 'j': json_path = optarg; break;
+		case 'f': fresh = true; break;
 		case 'p':
 			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
 				return cli_usage_error("bench", "unknown pass '%s' (forward or backward)", optarg);
@@ -108,6 +111,9 @@ int cmd_bench(int argc, char **argv)
 		goto out;
 	}
 	eo.backend = resolved;
+	/* a worker started now loads torch while the kernel compiles */
+	if (!fresh)
+		kb_verifier_use_worker(&vf);
 	c = kb_verifier_evaluate(&vf, &eo, &ev);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot bench: interrupted\n");

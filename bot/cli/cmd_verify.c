@@ -12,11 +12,13 @@
 static void usage(FILE *fp)
 {
 	fprintf(fp,
-		"usage: kernelbot verify OPERATOR KERNEL [options]\n"
+		"usage: kernelbot verify OPERATOR KERNEL [KERNEL...] [options]\n"
 		"\n"
-		"Check a candidate kernel against a PyTorch operator: static source checks,\n"
-		"a build (native kernels), then every config x seed in a fresh harness\n"
-		"process with the anti-loophole checks, and by default timing.\n"
+		"Check candidate kernels against a PyTorch operator: static source checks,\n"
+		"builds (native kernels, in parallel), then every config x seed in the harness\n"
+		"with the anti-loophole checks, and by default timing. The kernels are\n"
+		"evaluated one after another in one long-lived harness worker (restarted\n"
+		"after a crash or a timeout), or each in a fresh process with --fresh.\n"
 		"\n"
 		"  OPERATOR               a KernelBench .py file or a robust-kbench folder\n"
 		"  KERNEL                 .cu (cuda backend) or .cpp (cpu backend): native ABI\n"
@@ -25,15 +27,162 @@ static void usage(FILE *fp)
 		"  -c, --config FILE      configuration (default ./config.ini, ...)\n"
 		"      --backend cuda|cpu default [harness] backend; auto runs a .cu kernel on\n"
 		"                         cuda and a .cpp kernel on cpu\n"
-		"      --timeout S        wall-clock limit of the evaluation (default [harness] timeout_s)\n"
+		"      --timeout S        wall-clock limit of each evaluation (default [harness] timeout_s)\n"
 		"      --seeds N          trials per config (default [harness] seeds)\n"
 		"      --pass forward|backward\n"
-		"      --json FILE        write the evidence JSON\n"
+		"      --json PATH        write the evidence JSON: to the file PATH for one\n"
+		"                         kernel, else (several kernels, or PATH a directory or\n"
+		"                         ending in '/') to PATH/<kernel file name>.json\n"
+		"      --fresh            a fresh harness process per kernel (no worker)\n"
 		"      --no-timing        correctness only, no speedup\n"
 		"  -h, --help             this text\n"
 		"\n"
-		"exit: 0 verified, 1 rejected (reasons on stdout, one per line),\n"
-		"      2 usage or environment error\n");
+		"One kernel: the reasons, one per line (\"rejected: CHECK: message\"), then\n"
+		"the summary. Several: \"verified KERNEL\" or \"KERNEL: rejected: ...\" lines\n"
+		"and an indented summary per kernel, then one line with the counts.\n"
+		"\n"
+		"exit: 0 all verified, 1 some rejected, 2 usage or environment error\n");
+}
+
+static bool ends_with_slash(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n && s[n - 1] == '/';
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* What the evaluations of one invocation share. */
+struct run {
+	const char *const *kernels;
+	char **json;            /* per kernel, NULL: none */
+	size_t n;
+	int verified, rejected, errors;
+	bool write_failed;
+};
+
+/* "static 0.00 s, build 0.15 s, harness 2.10 s (load ..., correctness ..., timing ...)" */
+static void print_stages(const cJSON *ev, const char *prefix, FILE *fp)
+{
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "stages");
+	static const char *const keys[] = { "static_s", "build_s", "harness_s", "load_s",
+					    "correctness_s", "timing_s" };
+	static const char *const names[] = { "static", "build", "harness", "load",
+					     "correctness", "timing" };
+	bool any = false;
+
+	if (!cJSON_IsObject(st))
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, keys[i]);
+
+		if (!cJSON_IsNumber(v))
+			continue;
+		fprintf(fp, any ? ", " : "%stime: ", prefix);
+		fprintf(fp, "%s %.2f s", names[i], v->valuedouble);
+		any = true;
+	}
+	if (any)
+		fprintf(fp, "\n");
+}
+
+/* Print fp's text with every line prefixed, skipping lines that start with skip. */
+static void print_prefixed(const char *text, const char *prefix, const char *skip, FILE *fp)
+{
+	const char *p = text;
+
+	while (p && *p) {
+		const char *end = strchrnul(p, '\n');
+
+		if (!skip || strncmp(p, skip, strlen(skip)))
+			fprintf(fp, "%s%.*s\n", prefix, (int)(end - p), p);
+		p = *end ? end + 1 : NULL;
+	}
+}
+
+static void on_done(size_t i, const char *kernel, const cJSON *ev, void *payload)
+{
+	struct run *r = payload;
+	const char *verdict = kb_evidence_verdict(ev);
+
+	if (r->json[i] && kb_evidence_write(ev, r->json[i]))
+		r->write_failed = true;
+	if (!strcmp(verdict, "verified"))
+		r->verified++;
+	else if (!strcmp(verdict, "rejected"))
+		r->rejected++;
+	else
+		r->errors++; /* "error": the operator or the harness failed, not the kernel */
+
+	if (r->n == 1) {
+		kb_evidence_print_reasons(ev, stdout);
+		kb_evidence_print_summary(ev, stdout);
+		print_stages(ev, "", stdout);
+	} else {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&buf, &len);
+		struct strbuf prefix = STRBUF_INIT;
+
+		if (!mem)
+			die("out of memory");
+		if (!strcmp(verdict, "verified")) {
+			printf("verified %s\n", kernel);
+		} else {
+			kb_evidence_print_reasons(ev, mem);
+			if (!strcmp(verdict, "error"))
+				fprintf(mem, "error: the operator or the harness failed\n");
+		}
+		fclose(mem);
+		strbuf_addf(&prefix, "%s: ", kernel);
+		print_prefixed(buf, prefix.buf, NULL, stdout);
+		free(buf);
+		buf = NULL;
+		mem = open_memstream(&buf, &len);
+		if (!mem)
+			die("out of memory");
+		kb_evidence_print_summary(ev, mem);
+		print_stages(ev, "", mem);
+		fclose(mem);
+		print_prefixed(buf, "  ", "verdict: ", stdout);
+		free(buf);
+		strbuf_release(&prefix);
+	}
+	fflush(stdout);
+}
+
+/* Evidence paths: one file, or DIR/<kernel file name>.json each. 0 or a usage error. */
+static int json_paths(const char *json, struct run *r)
+{
+	bool dir = r->n > 1 || ends_with_slash(json) || kb_is_dir(json);
+	struct strbuf sb = STRBUF_INIT;
+
+	if (!dir) {
+		r->json[0] = xstrdup(json);
+		return 0;
+	}
+	for (size_t i = 0; i < r->n; i++) {
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(base_name(r->kernels[i]), base_name(r->kernels[j])))
+				return cli_usage_error("verify", "kernels '%s' and '%s' would both write '%s.json' in '%s'",
+						       r->kernels[j], r->kernels[i],
+						       base_name(r->kernels[i]), json);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "%s%s%s.json", json, ends_with_slash(json) ? "" : "/",
+			    base_name(r->kernels[i]));
+		r->json[i] = strbuf_detach(&sb, NULL);
+	}
+	if (kb_mkdir_p(json, 0755)) {
+		fprintf(stderr, "kernelbot verify: could not create the evidence directory '%s'\n", json);
+		return KB_EXIT_USAGE;
+	}
+	return 0;
 }
 
 int cmd_verify(int argc, char **argv)
@@ -45,6 +194,7 @@ int cmd_verify(int argc, char **argv)
 		{ "seeds", required_argument, NULL, 's' },
 		{ "pass", required_argument, NULL, 'p' },
 		{ "json", required_argument, NULL, 'j' },
+		{ "fresh", no_argument, NULL, 'f' },
 		{ "no-timing", no_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -53,10 +203,11 @@ int cmd_verify(int argc, char **argv)
 	struct kb_verifier vf;
 	struct kb_eval_opts eo = { .mode = "verify", .pass = "forward", .timing = true };
 	struct strbuf why = STRBUF_INIT;
+	struct run run = { 0 };
 	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
 	enum kb_backend backend = KB_BACKEND_AUTO, resolved;
-	bool cfg_loaded = false, vf_ready = false;
-	cJSON *ev = NULL;
+	bool cfg_loaded = false, vf_ready = false, fresh = false;
+	cJSON **evs = NULL;
 	int c, rc = KB_EXIT_USAGE;
 
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -64,6 +215,7 @@ int cmd_verify(int argc, char **argv)
 		case 'c': config_path = optarg; break;
 		case 'b': backend_arg = optarg; break;
 		case 'j': json_path = optarg; break;
+		case 'f': fresh = true; break;
 		case 'n': eo.timing = false; break;
 		case 'p':
 			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
@@ -82,18 +234,25 @@ int cmd_verify(int argc, char **argv)
 		default: return cli_usage_error("verify", "unknown option");
 		}
 	}
-	if (argc - optind != 2)
-		return cli_usage_error("verify", "expected OPERATOR and KERNEL, got %d argument%s",
+	if (argc - optind < 2)
+		return cli_usage_error("verify", "expected OPERATOR and at least one KERNEL, got %d argument%s",
 				       argc - optind, argc - optind == 1 ? "" : "s");
 	eo.operator_path = argv[optind];
-	eo.kernel_path = argv[optind + 1];
+	run.kernels = (const char *const *)argv + optind + 1;
+	run.n = (size_t)(argc - optind - 1);
+	eo.kernel_path = run.kernels[0];
 	if (backend_arg && (kb_backend_parse(backend_arg, &backend) || backend == KB_BACKEND_AUTO))
 		return cli_usage_error("verify", "unknown backend '%s' (cuda or cpu)", backend_arg);
-	if (kb_verifier_check_paths(eo.operator_path, eo.kernel_path, &why)) {
-		rc = cli_usage_error("verify", "%s", why.buf);
-		strbuf_release(&why);
-		return rc;
-	}
+	for (size_t i = 0; i < run.n; i++)
+		if (kb_verifier_check_paths(eo.operator_path, run.kernels[i], &why)) {
+			rc = cli_usage_error("verify", "%s", why.buf);
+			strbuf_release(&why);
+			return rc;
+		}
+	run.json = xcalloc(run.n, sizeof(*run.json));
+	evs = xcalloc(run.n, sizeof(*evs));
+	if (json_path && (rc = json_paths(json_path, &run)))
+		goto out;
 
 	rc = cli_load_config(config_path, &cfg);
 	cfg_loaded = true;
@@ -107,33 +266,43 @@ int cmd_verify(int argc, char **argv)
 		fprintf(stderr, "kernelbot verify: cannot run the verifier (see the error above)\n");
 		goto out;
 	}
-	if (kb_verifier_backend(&vf, eo.kernel_path, backend, &resolved, &why)) {
-		rc = cli_usage_error("verify", "%s", why.buf);
-		goto out;
-	}
-	eo.backend = resolved;
-	c = kb_verifier_evaluate(&vf, &eo, &ev);
+	for (size_t i = 0; i < run.n; i++)
+		if (kb_verifier_backend(&vf, run.kernels[i], backend, &resolved, &why)) {
+			rc = cli_usage_error("verify", "%s", why.buf);
+			goto out;
+		}
+	/* one kernel: its backend as resolved; several: each resolves its own */
+	eo.backend = run.n == 1 ? resolved : backend;
+	if (!fresh)
+		kb_verifier_use_worker(&vf);
+	c = kb_verifier_evaluate_many(&vf, &eo, run.kernels, run.n, evs, on_done, &run);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot verify: interrupted\n");
 		goto out;
 	}
 	if (c) {
-		fprintf(stderr, "kernelbot verify: could not evaluate '%s' (see the error above)\n", eo.kernel_path);
+		fprintf(stderr, "kernelbot verify: could not evaluate the kernels (see the error above)\n");
 		goto out;
 	}
-	if (json_path && kb_evidence_write(ev, json_path))
-		goto out;
-	kb_evidence_print_reasons(ev, stdout);
-	kb_evidence_print_summary(ev, stdout);
-	if (!strcmp(kb_evidence_verdict(ev), "verified"))
-		rc = KB_EXIT_OK;
-	else if (!strcmp(kb_evidence_verdict(ev), "rejected"))
+	if (run.n > 1)
+		printf("summary: %d verified, %d rejected, %d error%s of %zu kernels\n", run.verified,
+		       run.rejected, run.errors, run.errors == 1 ? "" : "s", run.n);
+	if (run.write_failed || run.errors)
+		rc = KB_EXIT_USAGE;
+	else if (run.rejected)
 		rc = KB_EXIT_NO;
 	else
-		rc = KB_EXIT_USAGE; /* "error": the operator or the harness failed, not the kernel */
+		rc = KB_EXIT_OK;
 out:
 	fflush(stdout);
-	cJSON_Delete(ev);
+	if (evs)
+		for (size_t i = 0; i < run.n; i++)
+			cJSON_Delete(evs[i]);
+	free(evs);
+	if (run.json)
+		for (size_t i = 0; i < run.n; i++)
+			free(run.json[i]);
+	free(run.json);
 	if (vf_ready)
 		kb_verifier_release(&vf);
 	if (cfg_loaded)

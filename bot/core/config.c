@@ -45,11 +45,13 @@ struct cfg_row {
 /* Enum fields are written through an int; both enums hold small values. */
 _Static_assert(sizeof(enum kb_log_level) == sizeof(int), "enum kb_log_level is int-sized");
 _Static_assert(sizeof(enum kb_backend) == sizeof(int), "enum kb_backend is int-sized");
+_Static_assert(sizeof(enum kb_forge_kind) == sizeof(int), "enum kb_forge_kind is int-sized");
 
 /* Index = enum value. */
 static const char *const log_level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const backend_names[] = { "auto", "cuda", "cpu", NULL };
 static const char *const baseline_names[] = { "eager", "compile", NULL };
+static const char *const forge_names[] = { "github", "local", NULL };
 
 #define OFF(f) offsetof(struct kb_config, f)
 #define STR(s, k, f, d, fl) { s, k, CFG_STRING, OFF(f), d, 0, 0, 0, 0, fl, NULL }
@@ -90,11 +92,38 @@ static const struct cfg_row rows[] = {
 	BOOL("bench", "l2_flush", l2_flush, "on"),
 	LIST("bench", "baselines", baselines, "eager,compile", baseline_names),
 
+	INT("templates", "max_points", tune_max_points, "64", 1, 100000),
+	INT("templates", "exhaustive_limit", tune_exhaustive_limit, "32", 1, 100000),
+	INT("templates", "refine_rounds", tune_refine_rounds, "2", 0, 100),
+
 	STR("github", "api_url", github_api_url, "https://api.github.com", CFG_REQUIRED),
 	STR("github", "token", github_token, "", CFG_SECRET),
 	STR("github", "webhook_secret", github_webhook_secret, "", CFG_SECRET),
 	INT("github", "app_id", github_app_id, "0", 0, INT64_MAX),
 	PATH("github", "private_key_file", github_private_key_file, "", 0),
+	INT("github", "installation_id", github_installation_id, "0", 0, INT64_MAX),
+	INT("github", "timeout_s", github_timeout_s, "30", 1, 600),
+	INT("github", "max_response_mb", github_max_response_mb, "32", 1, 1024),
+
+	ENUM("bot", "forge", bot_forge, "github", forge_names),
+	STR("bot", "repositories", bot_repositories, "", 0),
+	PATH("bot", "repositories_file", bot_repositories_file, "", 0),
+	STR("bot", "label", bot_label, "optimize-kernel", CFG_REQUIRED),
+	INT("bot", "poll_interval_s", bot_poll_interval_s, "60", 0, 86400),
+	STR("bot", "webhook_listen", bot_webhook_listen, "", 0),
+	INT("bot", "webhook_max_kb", bot_webhook_max_kb, "2048", 16, 25600),
+	STR("bot", "author_name", bot_author_name, "kernelbot", CFG_REQUIRED),
+	STR("bot", "author_email", bot_author_email, "kernelbot@users.noreply.github.com", CFG_REQUIRED),
+	STR("bot", "branch_prefix", bot_branch_prefix, "kernelbot", CFG_REQUIRED),
+	DBL("bot", "improve_margin", bot_improve_margin, "0.05", 0, 100, 0),
+	DBL("bot", "min_speedup", bot_min_speedup, "1.0", 0, 1e6, 0),
+	INT("bot", "max_jobs", bot_max_jobs, "1", 1, 64),
+	INT("bot", "max_operators", bot_max_operators, "8", 1, 100),
+	INT("bot", "time_budget_s", bot_time_budget_s, "1800", 1, 604800),
+	INT("bot", "max_time_budget_s", bot_max_time_budget_s, "7200", 1, 604800),
+	INT("bot", "progress_interval_s", bot_progress_interval_s, "30", 0, 3600),
+	STR("bot", "git_url", bot_git_url, "", 0),
+	STR("bot", "check_name", bot_check_name, "kernelbot", CFG_REQUIRED),
 };
 
 #define NR_ROWS ARRAY_SIZE(rows)

@@ -14,6 +14,7 @@
 #include "core/log.h"
 
 enum kb_backend { KB_BACKEND_AUTO, KB_BACKEND_CUDA, KB_BACKEND_CPU };
+enum kb_forge_kind { KB_FORGE_GITHUB, KB_FORGE_LOCAL };
 
 struct kb_config {
 	char *source; /* path of the file read, or "(built-in defaults)" */
@@ -47,12 +48,40 @@ struct kb_config {
 	bool l2_flush;
 	char *baselines;              /* comma list of eager, compile */
 
+	/* [templates]: the built-in templates' autotuner (kernelbot run) */
+	int64_t tune_max_points;      /* most points evaluated per operator */
+	int64_t tune_exhaustive_limit; /* spaces this small are searched whole */
+	int64_t tune_refine_rounds;   /* coordinate-search rounds after sampling */
+
 	/* [github]: used by the github forge */
 	char *github_api_url;
 	char *github_token;           /* secret */
 	char *github_webhook_secret;  /* secret */
 	int64_t github_app_id;
 	char *github_private_key_file;
+	int64_t github_installation_id; /* 0: looked up per repository */
+	int64_t github_timeout_s;     /* per API request */
+	int64_t github_max_response_mb; /* cap on one response body */
+
+	/* [bot]: the daemon and `kernelbot action` (bot/jobs, bot/daemon) */
+	enum kb_forge_kind bot_forge;
+	char *bot_repositories;       /* comma list of owner/name the daemon polls */
+	char *bot_repositories_file;  /* more of them, one per line */
+	char *bot_label;              /* the label that asks for a job */
+	int64_t bot_poll_interval_s;  /* 0: no polling (webhooks only) */
+	char *bot_webhook_listen;     /* host:port, "": no listener */
+	int64_t bot_webhook_max_kb;   /* cap on one webhook body */
+	char *bot_author_name, *bot_author_email; /* of the bot's commits */
+	char *bot_branch_prefix;      /* branches are PREFIX/pr-N/operator */
+	double bot_improve_margin;    /* review comment when best >= last * (1 + margin) */
+	double bot_min_speedup;       /* a pull request only for a kernel at least this fast */
+	int64_t bot_max_jobs;         /* jobs run at once */
+	int64_t bot_max_operators;    /* operators per pull request */
+	int64_t bot_time_budget_s;    /* per operator, unless .kernelbot.ini asks less */
+	int64_t bot_max_time_budget_s; /* the most a .kernelbot.ini may ask */
+	int64_t bot_progress_interval_s; /* least seconds between progress comment edits */
+	char *bot_git_url;            /* "": the forge's clone URL; else BASE/owner/name.git */
+	char *bot_check_name;         /* check run / commit status context */
 };
 
 /* Fill every field with its default. */

@@ -156,7 +156,54 @@ static const char schema_v1[] =
 	"  updated_at INTEGER NOT NULL"
 	");";
 
+/*
+ * The bot's job loop (bot/jobs, bot/daemon): what started a job, webhook
+ * deliveries waiting for the main loop, and a job's progress.
+ */
+static const char schema_v2[] =
+	/*
+	 * A pull request labelled for the bot, with the head sha seen at
+	 * labelling: its jobs run that sha even when the branch moves later.
+	 * One active trigger per pull request at most.
+	 */
+	"CREATE TABLE triggers ("
+	"  id INTEGER PRIMARY KEY,"
+	"  repository_id INTEGER NOT NULL REFERENCES repositories(id),"
+	"  pr_number INTEGER NOT NULL CHECK (pr_number > 0),"
+	"  head_sha TEXT NOT NULL,"
+	"  actor TEXT,"                      /* who added the label or asked */
+	"  source TEXT NOT NULL,"            /* poll, webhook, command, action */
+	"  state TEXT NOT NULL DEFAULT 'active'"
+	"    CHECK (state IN ('active', 'cancelled', 'replaced')),"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL"
+	");"
+	"CREATE UNIQUE INDEX triggers_one_active ON triggers (repository_id, pr_number)"
+	"  WHERE state = 'active';"
+
+	/* Verified, de-duplicated deliveries the main loop has yet to act on. */
+	"CREATE TABLE webhook_events ("
+	"  id INTEGER PRIMARY KEY,"
+	"  delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(delivery_id),"
+	"  event TEXT NOT NULL,"
+	"  payload TEXT NOT NULL CHECK (json_valid(payload)),"  /* the fields the bot uses */
+	"  received_at INTEGER NOT NULL,"
+	"  handled_at INTEGER"
+	");"
+	"CREATE INDEX webhook_events_pending ON webhook_events (handled_at, id);"
+
+	"ALTER TABLE jobs ADD COLUMN trigger_id INTEGER REFERENCES triggers(id);"
+	/* the child's last progress report, as it wrote it */
+	"ALTER TABLE jobs ADD COLUMN progress TEXT CHECK (progress IS NULL OR json_valid(progress));"
+	"ALTER TABLE jobs ADD COLUMN best_speedup REAL;"
+	/* best speedup the last review comment announced */
+	"ALTER TABLE jobs ADD COLUMN reviewed_speedup REAL;"
+	/* {pr_url, speedup, ...} once published */
+	"ALTER TABLE jobs ADD COLUMN result TEXT CHECK (result IS NULL OR json_valid(result));"
+	"CREATE INDEX jobs_by_trigger ON jobs (trigger_id);";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
+	{ 2, "triggers, webhook events, job progress", schema_v2 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

@@ -17,7 +17,8 @@ enum kb_error {
 	KB_ETOOBIG = -3,   /* a size cap was hit */
 	KB_ETIMEOUT = -4,  /* a deadline passed */
 	KB_EEXISTS = -5,   /* already there (not an error to retry) */
-	KB_ECANCELLED = -6 /* stopped on request (signal, user) */
+	KB_ECANCELLED = -6, /* stopped on request (signal, user) */
+	KB_ENOTSUPPORTED = -7 /* the backend or its credentials cannot do this */
 };
 
 /* Log at error level and return -1: `return error("could not open '%s'", p);` */

@@ -51,15 +51,23 @@ def _finite(v):
 
 
 class Channel:
-    """Writes nonce-stamped JSON lines; exactly one final result record."""
+    """Writes nonce-stamped JSON lines; exactly one final result record.
+    A channel for one request of a worker (for_request) stamps the request
+    on each record and leaves the descriptor open for the next."""
 
-    def __init__(self, fd, nonce):
+    def __init__(self, fd, nonce, stamp=None, owns_fd=True):
         self.fd = fd
         self.nonce = nonce
         self.done = False
+        self.stamp = dict(stamp or {})
+        self.owns_fd = owns_fd
+
+    def for_request(self, request):
+        return Channel(self.fd, self.nonce, {"request": request}, owns_fd=False)
 
     def _write(self, record):
         record = dict(record)
+        record.update(self.stamp)
         record["nonce"] = self.nonce
         data = json.dumps(_finite(record), allow_nan=False, default=str)
         data = (data + "\n").encode()
@@ -80,12 +88,15 @@ class Channel:
         body = dict(body)
         body["type"] = "result"
         self._write(body)
-        os.close(self.fd)
+        if self.owns_fd:
+            os.close(self.fd)
 
 
-def open_channel():
+def open_channel(serve=False):
     """Read the nonce, move the result fd high and close-on-exec, close 3
-    and stdin (both left on /dev/null)."""
+    and stdin (both left on /dev/null). serve: stdin, where request paths
+    arrive, is moved high and close-on-exec too (0 is still /dev/null);
+    returns (channel, its descriptor) then."""
     nonce = _read_nonce()
     fd = int(os.environ.get("KB_RESULT_FD", "3"))
     try:
@@ -93,6 +104,9 @@ def open_channel():
     except OSError as e:
         raise ChannelError("result descriptor '%d' not open: %s" % (fd, e))
     _close_on_null(fd, os.O_WRONLY)
+    requests = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, HIGH_FD_MIN) if serve else None
     _close_on_null(0, os.O_RDONLY)
     os.environ.pop("KB_RESULT_FD", None)
+    if serve:
+        return Channel(high, nonce), requests
     return Channel(high, nonce)

@@ -2,12 +2,13 @@
 correctness, then timing; returns the result body.
 """
 import contextlib
+import time
 
 import torch
 
+import kbh_cache
 import kbh_evidence
 import kbh_prepare
-import kbh_task
 import kbh_timing
 from kbh_abi import KernelLoadError, NativeKernel
 from kbh_calls import DeviceFault
@@ -39,7 +40,13 @@ def _stream(device):
 def _load_kernel(req):
     k = req["kernel"]
     if k["abi"] == "native":
-        return NativeKernel(k["library"], req["pass"])
+        lib = kbh_cache.private_library(k["library"], req["workdir"])
+        try:
+            return NativeKernel(lib, req["pass"])
+        except KernelLoadError:
+            if lib == k["library"]:
+                raise
+            return NativeKernel(k["library"], req["pass"])  # e.g. a noexec workdir
     from kbh_ext import ExtKernel
     return ExtKernel(k["source"], k["name"], req["workdir"], req["pass"])
 
@@ -50,32 +57,52 @@ def _tol(req, cfg):
     return t["atol"], t["rtol"]
 
 
-def evaluate(req, chan):
+class _Clock:
+    """Wall seconds per stage (PROTOCOL.md "stages")."""
+
+    def __init__(self, stages):
+        self.stages = stages if stages is not None else {}
+        self.t = time.perf_counter()
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self.stages[name] = round(self.stages.get(name, 0.0) + now - self.t, 4)
+        self.t = now
+
+
+def evaluate(req, chan, stages=None):
+    """The result body; stages (a dict) receives load_s, correctness_s and
+    timing_s as far as the evaluation got."""
     device = _device(req["backend"])
     with _stream(device):
-        return _evaluate(req, chan, device)
+        return _evaluate(req, chan, device, _Clock(stages))
 
 
-def _evaluate(req, chan, device):
+def _evaluate(req, chan, device, clock):
     env = kbh_evidence.environment(req["backend"], device)
     chan.progress("load")
-    task = kbh_task.load(req["operator"], req["pass"])
-    configs, dropped = kbh_prepare.prepare(task, req, device)
+    task = kbh_cache.load_task(req["operator"], req["pass"])
+    configs, dropped = kbh_cache.prepare(task, req, device)
     base = {"protocol": 1, "mode": req["mode"], "environment": env,
             "operator": kbh_evidence.operator_entry(req, task, configs),
             "dropped_configs": dropped}
     if req["mode"] == "describe":
+        clock.lap("load_s")
         return _describe(base, req, task, configs, device)
     try:
         kernel = _load_kernel(req)
     except KernelLoadError as e:
+        clock.lap("load_s")
         r = {"check": "load", "config": None, "seed": None, "message": str(e), "count": 1}
         return dict(base, verdict="rejected", reasons=[r], summary=None,
                     configs=[_entry(req, c, None) for c in configs])
+    clock.lap("load_s")
     v = Verifier(req, task, kernel, device, chan)
     try:
         reasons = v.run(configs)
+        clock.lap("correctness_s")
     except DeviceFault as e:  # the context is gone: report what we have and stop
+        clock.lap("correctness_s")
         index, seed, name = getattr(e, "where", (None, None, "?"))
         v.reasons.add("crash", index, seed, "config '%s': %s" % (name, e))
         return dict(base, verdict="rejected", reasons=v.reasons.items, summary=None,
@@ -83,6 +110,7 @@ def _evaluate(req, chan, device):
     timing_note = None
     if req["timing"]["enabled"] and kbh_evidence.verdict(reasons) == "verified":
         timing_note = _time(req, task, kernel, v, configs, device, reasons, chan)
+        clock.lap("timing_s")
     suspicious = any(r["check"] == "suspicious_speedup" for r in reasons)
     body = dict(base, verdict=kbh_evidence.verdict(reasons), reasons=reasons,
                 configs=[_entry(req, c, v) for c in configs],
@@ -133,6 +161,8 @@ def _describe(base, req, task, configs, device):
             e.update({"flops": int(flops), "bytes": int(nbytes)})
         entries.append(e)
     body = dict(base, verdict="described", reasons=[], configs=entries, summary=None)
+    import kbh_analyze  # operator analysis for the templates (bot/templates/README.md)
+    body["analysis"] = kbh_analyze.analyze(task, configs[0], device) if configs else None
     if why:
         body["timing_note"] = why
     return body

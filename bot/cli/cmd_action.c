@@ -1,0 +1,308 @@
+#include "core/common.h"
+#include "cli/cli.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "core/state.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "forge/forge.h"
+#include "jobs/jobs.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <sys/random.h>
+#include <time.h>
+
+/*
+ * `kernelbot action`: one job of a GitHub Actions run. The job loop is the
+ * daemon's (bot/jobs), run in this process until the trigger of the
+ * event's pull request is finished; then the step summary and the step
+ * outputs are written.
+ */
+
+#define MAX_EVENT (32 * 1024 * 1024)
+#define MAX_SUMMARY (1024 * 1024)
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: kernelbot action [-c FILE] [--time-budget SECONDS] [--event FILE]\n"
+		"\n"
+		"Run the job of a `pull_request` `labeled` event to completion, as one step\n"
+		"of a GitHub Actions workflow on a self-hosted runner (see\n"
+		"actions/optimize-kernel/action.yml). Reads GITHUB_EVENT_PATH (or --event),\n"
+		"GITHUB_REPOSITORY, GITHUB_API_URL and the token ([github] token, else\n"
+		"GITHUB_TOKEN); writes the step summary to GITHUB_STEP_SUMMARY and the\n"
+		"outputs pr-url and speedup to GITHUB_OUTPUT. An event for another label, or\n"
+		"a label added by someone without write access, does nothing.\n"
+		"\n"
+		"  -c, --config FILE        configuration (default ./config.ini, ...)\n"
+		"      --time-budget S      seconds per operator (at most [bot] max_time_budget_s)\n"
+		"      --event FILE         the event payload (default $GITHUB_EVENT_PATH)\n"
+		"  -h, --help               this text\n"
+		"\n"
+		"exit: 0 done (or nothing to do), 1 a job failed or was cancelled, 2 usage or\n"
+		"      environment error\n");
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const cJSON *jobj(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsObject(v) ? v : NULL;
+}
+
+/* Append to a file named by an environment variable; nothing when it is unset. */
+static int append_env_file(const char *var, const char *data, size_t len)
+{
+	const char *path = getenv(var);
+	int fd;
+	ssize_t n;
+
+	if (!path || !*path)
+		return 0;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return error_errno("could not open '%s' (%s)", path, var);
+	while (len) {
+		n = write(fd, data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			return error_errno("could not write '%s' (%s)", path, var);
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	if (close(fd))
+		return error_errno("could not write '%s' (%s)", path, var);
+	return 0;
+}
+
+/* name<<DELIM / value / DELIM, with a random delimiter the value cannot hold. */
+static void add_output(struct strbuf *out, const char *name, const char *value)
+{
+	unsigned char rnd[16];
+	char delim[64];
+	size_t off;
+
+	do {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			/* no entropy: time and pid still make a delimiter no value holds by chance */
+			uint64_t t = (uint64_t)kb_now_ms() ^ ((uint64_t)getpid() << 32);
+
+			memcpy(rnd, &t, sizeof(t));
+			memcpy(rnd + 8, &t, sizeof(t));
+		}
+		off = (size_t)snprintf(delim, sizeof(delim), "ghadelimiter_");
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			off += (size_t)snprintf(delim + off, sizeof(delim) - off, "%02x", rnd[i]);
+	} while (strstr(value, delim));
+	strbuf_addf(out, "%s<<%s\n%s\n%s\n", name, delim, value, delim);
+}
+
+static int write_outputs(const char *pr_url, double speedup, const char *summary)
+{
+	struct strbuf out = STRBUF_INIT;
+	char sp[32] = "";
+	size_t len = strlen(summary);
+	int rc = 0;
+
+	if (speedup > 0)
+		xsnprintf(sp, sizeof(sp), "%.2f", speedup);
+	add_output(&out, "pr-url", pr_url);
+	add_output(&out, "speedup", sp);
+	if (append_env_file("GITHUB_OUTPUT", out.buf, out.len))
+		rc = -1;
+	if (len > MAX_SUMMARY) {
+		len = MAX_SUMMARY;
+		while (len && ((unsigned char)summary[len] & 0xC0) == 0x80)
+			len--;
+	}
+	if (append_env_file("GITHUB_STEP_SUMMARY", summary, len))
+		rc = -1;
+	strbuf_release(&out);
+	return rc;
+}
+
+int cmd_action(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "time-budget", required_argument, NULL, 't' },
+		{ "event", required_argument, NULL, 'e' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct kb_config cfg;
+	struct kb_state *st = NULL;
+	struct kb_forge *forge = NULL;
+	struct kb_jobs *jobs = NULL;
+	struct strbuf data = STRBUF_INIT, md = STRBUF_INIT, url = STRBUF_INIT;
+	struct kb_trigger_req req;
+	const char *config_path = NULL, *event_path = getenv("GITHUB_EVENT_PATH");
+	const char *repo_env = getenv("GITHUB_REPOSITORY"), *api = getenv("GITHUB_API_URL");
+	const char *action, *label, *repo, *sha, *sender;
+	const cJSON *pr, *num;
+	cJSON *ev = NULL;
+	int64_t budget = 0, tid = 0;
+	double speedup = 0;
+	int c, n, rc = KB_EXIT_USAGE;
+	bool cfg_loaded = false;
+
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 't':
+			if (kb_parse_i64(optarg, &budget) || budget < 1)
+				return cli_usage_error("action", "--time-budget '%s' is not a positive number",
+						       optarg);
+			break;
+		case 'e':
+			event_path = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return KB_EXIT_OK;
+		default:
+			return cli_usage_error("action", "unknown option");
+		}
+	}
+	if (optind != argc)
+		return cli_usage_error("action", "unexpected argument '%s'", argv[optind]);
+	if (!event_path || !*event_path)
+		return cli_usage_error("action", "no event: GITHUB_EVENT_PATH is not set (run it as "
+				       "a step of a workflow, or give --event FILE)");
+	rc = cli_load_config(config_path, &cfg);
+	cfg_loaded = true;
+	if (rc)
+		goto out;
+	rc = KB_EXIT_USAGE;
+
+	/* the runner's environment completes the config */
+	if (api && *api) {
+		free(cfg.github_api_url);
+		cfg.github_api_url = xstrdup(api);
+	}
+	if (!*cfg.github_token && getenv("GITHUB_TOKEN") && *getenv("GITHUB_TOKEN")) {
+		free(cfg.github_token);
+		cfg.github_token = xstrdup(getenv("GITHUB_TOKEN"));
+	}
+	log_add_secret(cfg.github_token);
+	if (budget) {
+		if (budget > cfg.bot_max_time_budget_s) {
+			log_warn("--time-budget %" PRId64 " is above [bot] max_time_budget_s; %" PRId64 " used",
+				 budget, cfg.bot_max_time_budget_s);
+			budget = cfg.bot_max_time_budget_s;
+		}
+		cfg.bot_time_budget_s = budget;
+	}
+
+	if (strbuf_read_file(&data, event_path, MAX_EVENT)) {
+		fprintf(stderr, "kernelbot action: could not read the event '%s'\n", event_path);
+		goto out;
+	}
+	ev = cJSON_Parse(data.buf);
+	pr = jobj(ev, "pull_request");
+	num = cJSON_GetObjectItemCaseSensitive(pr, "number");
+	action = jstr(ev, "action");
+	label = jstr(jobj(ev, "label"), "name");
+	repo = jstr(jobj(ev, "repository"), "full_name");
+	sha = jstr(jobj(pr, "head"), "sha");
+	sender = jstr(jobj(ev, "sender"), "login");
+	if (!repo)
+		repo = repo_env;
+	if (!ev || !pr || !cJSON_IsNumber(num) || !repo || !sha) {
+		fprintf(stderr, "kernelbot action: '%s' is not a pull_request event payload\n", event_path);
+		goto out;
+	}
+	if (repo_env && *repo_env && strcasecmp(repo, repo_env)) {
+		fprintf(stderr, "kernelbot action: the event is for '%s', GITHUB_REPOSITORY is '%s'\n",
+			repo, repo_env);
+		goto out;
+	}
+	if (!action || strcmp(action, "labeled") || !label || strcmp(label, cfg.bot_label)) {
+		printf("kernelbot: not a '%s' label event (%s %s); nothing to do\n", cfg.bot_label,
+		       action ? action : "?", label ? label : "");
+		strbuf_addf(&md, "## kernelbot\n\nNothing to do: the event is not the `%s` label "
+			    "being added.\n", cfg.bot_label);
+		rc = write_outputs("", 0, md.buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
+		goto out;
+	}
+
+	if (kb_state_open(&st, cfg.state_dir))
+		goto out;
+	n = kb_state_requeue_running(st);
+	if (n < 0)
+		goto out;
+	if (kb_forge_open(&forge, cfg.bot_forge == KB_FORGE_LOCAL ? "local" : "github", &cfg) ||
+	    kb_jobs_new(&jobs, &cfg, st, forge, NULL))
+		goto out;
+	memset(&req, 0, sizeof(req));
+	req.repo = repo;
+	req.pr = (int64_t)num->valuedouble;
+	req.head_sha = sha;
+	req.actor = sender;
+	req.source = "action";
+	/* each labelled event is a request of its own: it replaces what an
+	 * earlier run on this runner left active for the pull request */
+	req.rerun = true;
+	if (kb_jobs_trigger(jobs, &req, &tid) < 0) {
+		fprintf(stderr, "kernelbot action: could not start the job (see the error above)\n");
+		rc = KB_EXIT_NO;
+		goto out;
+	}
+	if (!tid) {
+		printf("kernelbot: nothing to run for %s#%" PRId64 " (see the log)\n", repo, req.pr);
+		strbuf_addf(&md, "## kernelbot\n\nNothing to run for #%" PRId64 ": the label was not "
+			    "added by someone with write access.\n", req.pr);
+		rc = write_outputs("", 0, md.buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
+		goto out;
+	}
+	while (!kb_stop_requested()) {
+		struct timespec ts = { 0, 200 * 1000 * 1000 };
+
+		if (kb_jobs_tick(jobs) < 0)
+			goto out;
+		n = kb_jobs_trigger_pending(jobs, tid);
+		if (n <= 0)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	if (kb_stop_requested()) {
+		fprintf(stderr, "kernelbot action: stopped (signal %d)\n", kb_stop_signal());
+		rc = KB_EXIT_NO;
+		goto out;
+	}
+	n = kb_jobs_trigger_outcome(jobs, tid, &md, &url, &speedup);
+	if (n < 0)
+		goto out;
+	printf("%s", md.buf);
+	if (write_outputs(url.buf, speedup, md.buf))
+		goto out;
+	rc = n ? KB_EXIT_NO : KB_EXIT_OK;
+out:
+	kb_jobs_free(jobs);
+	kb_forge_free(forge);
+	kb_state_close(st);
+	cJSON_Delete(ev);
+	strbuf_release(&data);
+	strbuf_release(&md);
+	strbuf_release(&url);
+	if (cfg_loaded)
+		kb_config_release(&cfg);
+	return rc;
+}

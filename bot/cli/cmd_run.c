@@ -1,0 +1,360 @@
+#include "core/common.h"
+#include "cli/cli.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "jobs/progress_file.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "report/run_report.h"
+#include "templates/tune.h"
+#include "verifier/evidence.h"
+#include "verifier/harness_client.h"
+
+#include <getopt.h>
+#include <math.h>
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: kernelbot run OPERATOR [options]\n"
+		"\n"
+		"Turn a PyTorch operator into a verified, tuned kernel with the built-in\n"
+		"templates (no LLM): analyse the operator in the harness, generate the\n"
+		"template of its family (pointwise chains, row-wise reductions, matrix\n"
+		"products with an epilogue), search its parameters (every point verified\n"
+		"before it is timed, in one harness worker), then verify the best point again\n"
+		"with every seed in a fresh process. Measurements are cached per machine and\n"
+		"operator: a second run of the same operator is instant.\n"
+		"\n"
+		"  OPERATOR               a KernelBench .py file or a robust-kbench folder\n"
+		"  -c, --config FILE      configuration (default ./config.ini, ...); [templates]\n"
+		"                         max_points, exhaustive_limit, refine_rounds shape the search\n"
+		"      --backend cuda|cpu default [harness] backend (auto: cuda when torch sees a gpu)\n"
+		"      --out DIR          where the results go (default ./kernelbot-out/<operator name>)\n"
+		"      --seeds N          trials per config of the final check (default [harness] seeds)\n"
+		"      --pass forward|backward\n"
+		"                         backward: the kernel gets kb_backward, which is tuned and\n"
+		"                         timed (against eager autograd); its forward is verified too\n"
+		"      --progress-file F  keep the progress in F too, as JSON (the daemon reads it)\n"
+		"  -h, --help             this text\n"
+		"\n"
+		"DIR receives kernel.cu (or kernel.cpp), kernel.json (template, point, build\n"
+		"and tuning figures), evidence.json (the final verification), report.md (the\n"
+		"speedup table) and binding.py (load the kernel and call it like a torch op).\n"
+		"Progress goes to standard error: a bar on a terminal, plain lines otherwise.\n"
+		"With --progress-file FILE it is also kept in FILE as a small JSON object\n"
+		"(stage, done, total, best_speedup, candidates), rewritten atomically: the\n"
+		"daemon reads it (bot/jobs/progress_file.h).\n"
+		"\n"
+		"exit: 0 a verified kernel was written, 1 none (no template for the operator,\n"
+		"      or no point verified), 2 usage or environment error\n");
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static cJSON *kernel_json(const struct kb_tune_result *res, const char *operator_path,
+			  const char *operator_name, const char *kernel_file, const char *backend,
+			  const char *pass)
+{
+	cJSON *j = cJSON_CreateObject(), *o, *t, *pts;
+	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(res->evidence, "kernelbot");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(res->evidence, "summary");
+	const struct kb_tune_point *best = &res->points[res->best];
+
+	cJSON_AddStringToObject(j, "kernelbot", KB_VERSION);
+	cJSON_AddStringToObject(j, "source", kernel_file);
+	cJSON_AddStringToObject(j, "sha256", best->sha);
+	cJSON_AddStringToObject(j, "backend", backend);
+	cJSON_AddStringToObject(j, "pass", pass);
+	cJSON_AddStringToObject(j, "device", res->device);
+	cJSON_AddStringToObject(j, "verdict", kb_evidence_verdict(res->evidence));
+	cJSON_AddItemToObject(j, "summary", summary ? cJSON_Duplicate(summary, true) : cJSON_CreateNull());
+	if (res->forward_evidence) {
+		/* a backward run: the forward pass's own fresh check */
+		const cJSON *fs = cJSON_GetObjectItemCaseSensitive(res->forward_evidence, "summary");
+
+		o = cJSON_AddObjectToObject(j, "forward_check");
+		cJSON_AddStringToObject(o, "verdict", kb_evidence_verdict(res->forward_evidence));
+		cJSON_AddItemToObject(o, "summary", fs ? cJSON_Duplicate(fs, true) : cJSON_CreateNull());
+	}
+	o = cJSON_AddObjectToObject(j, "operator");
+	cJSON_AddStringToObject(o, "path", operator_path);
+	cJSON_AddStringToObject(o, "name", operator_name);
+	cJSON_AddStringToObject(o, "sha256", res->op_hash);
+	t = cJSON_AddObjectToObject(j, "template");
+	cJSON_AddStringToObject(t, "family", res->family);
+	cJSON_AddStringToObject(t, "kind", res->kind);
+	cJSON_AddStringToObject(t, "point_name", best->name);
+	cJSON_AddItemToObject(t, "point", cJSON_Duplicate(res->best_point, true));
+	cJSON_AddBoolToObject(t, "has_backward", res->has_backward);
+	cJSON_AddNumberToObject(t, "space_size", (double)res->space_size);
+	cJSON_AddItemToObject(t, "space", cJSON_Duplicate(res->space, true));
+	cJSON_AddItemToObject(j, "build", cJSON_IsObject(build) ? cJSON_Duplicate(build, true)
+			      : cJSON_CreateNull());
+	t = cJSON_AddObjectToObject(j, "tuning");
+	cJSON_AddNumberToObject(t, "points_tried", (double)res->nr_points);
+	cJSON_AddNumberToObject(t, "built", (double)res->built);
+	cJSON_AddNumberToObject(t, "verified", (double)res->verified);
+	cJSON_AddNumberToObject(t, "timed", (double)res->timed);
+	cJSON_AddNumberToObject(t, "cache_hits", (double)res->cache_hits);
+	cJSON_AddBoolToObject(t, "all_cached", res->all_cached);
+	cJSON_AddBoolToObject(t, "final_cached", res->final_cached);
+	cJSON_AddNumberToObject(t, "seconds", round(res->seconds * 100) / 100);
+	pts = cJSON_AddArrayToObject(t, "points");
+	for (size_t i = 0; i < res->nr_points; i++) {
+		const struct kb_tune_point *p = &res->points[i];
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(e, "point", p->name);
+		cJSON_AddStringToObject(e, "state", kb_tune_state_name(p->state));
+		if (p->state == KB_TP_VERIFIED)
+			cJSON_AddNumberToObject(e, "speedup_eager", round(p->fitness * 1000) / 1000);
+		if (p->reason)
+			cJSON_AddStringToObject(e, "reason", p->reason);
+		cJSON_AddBoolToObject(e, "cached", p->cached);
+		if (p->duplicate)
+			cJSON_AddBoolToObject(e, "same_source_as_earlier", true);
+		cJSON_AddItemToArray(pts, e);
+	}
+	return j;
+}
+
+/* Input names in ABI order, from the describe result's first config. */
+static void input_names(const cJSON *describe, struct strvec *out)
+{
+	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(describe, "configs");
+	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
+
+	cJSON_ArrayForEach(in, inputs) {
+		const char *name = jstr(in, "name");
+
+		strvec_push(out, name ? name : "");
+	}
+}
+
+static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_result *res,
+			 const char *operator_path, const char *out_dir, const char *backend, const char *pass,
+			 int64_t seeds)
+{
+	struct strbuf name = STRBUF_INIT, kernel_file = STRBUF_INIT, reference = STRBUF_INIT;
+	struct strbuf base = STRBUF_INIT;
+	struct strvec names = STRVEC_INIT, link = STRVEC_INIT;
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(res->describe, "operator");
+	struct kb_run_output o = { 0 };
+	size_t verified = 0;
+	int rc;
+
+	kb_operator_name(operator_path, &name);
+	strbuf_addf(&kernel_file, "kernel%s", res->ext);
+	/* reference/<file name> or reference/<folder name> */
+	strbuf_addstr(&base, operator_path);
+	while (base.len > 1 && base.buf[base.len - 1] == '/')
+		strbuf_setlen(&base, base.len - 1);
+	strbuf_addf(&reference, "reference/%s", strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
+	input_names(res->describe, &names);
+	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
+	for (size_t i = 0; i < res->nr_points; i++)
+		if (res->points[i].state == KB_TP_VERIFIED)
+			verified++;
+
+	o.dir = out_dir;
+	o.source = res->best_source.buf;
+	o.source_len = res->best_source.len;
+	o.kernel_json = kernel_json(res, operator_path, name.buf, kernel_file.buf, backend, pass);
+	o.abi_header = vf->dd.abi_header;
+	o.dlpack_include = vf->dd.dlpack_include;
+	o.report.operator_path = operator_path;
+	o.report.operator_name = name.buf;
+	o.report.out_dir = out_dir;
+	o.report.kernel_file = kernel_file.buf;
+	o.report.backend = backend;
+	o.report.pass = pass;
+	o.report.seeds = seeds;
+	o.report.evidence = res->evidence;
+	o.report.tuning.family = res->family;
+	o.report.tuning.kind = res->kind;
+	o.report.tuning.point = res->points[res->best].name;
+	o.report.tuning.space_size = res->space_size;
+	o.report.tuning.tried = res->nr_points;
+	o.report.tuning.verified = verified;
+	o.report.tuning.built = res->built;
+	o.report.tuning.timed = res->timed;
+	o.report.tuning.cache_hits = res->cache_hits;
+	o.report.tuning.all_cached = res->all_cached;
+	o.report.tuning.final_cached = res->final_cached;
+	o.report.tuning.seconds = res->seconds;
+	o.binding.operator_name = name.buf;
+	o.binding.kernel_file = kernel_file.buf;
+	o.binding.backend = backend;
+	o.binding.format = jstr(op, "format") ? jstr(op, "format") : (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
+	o.binding.reference = reference.buf;
+	o.binding.input_names = (const char *const *)names.v;
+	o.binding.nr_inputs = names.nr;
+	o.binding.has_backward = res->has_backward;
+	o.binding.link_flags = (const char *const *)link.v;
+	o.binding.nr_link_flags = link.nr;
+	rc = kb_run_write_dir(&o);
+
+	cJSON_Delete((cJSON *)o.kernel_json);
+	strbuf_release(&name);
+	strbuf_release(&kernel_file);
+	strbuf_release(&reference);
+	strbuf_release(&base);
+	strvec_clear(&names);
+	strvec_clear(&link);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "seeds", required_argument, NULL, 's' },
+		{ "progress-file", required_argument, NULL, 'F' },
+		{ "pass", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct kb_config cfg;
+	struct kb_verifier vf;
+	struct kb_tune_opts to = { .pass = "forward" };
+	struct kb_tune_result res;
+	struct kb_progress pg;
+	struct strbuf out_dir = STRBUF_INIT, name = STRBUF_INIT;
+	const char *config_path = NULL, *backend_arg = NULL, *out_arg = NULL, *op;
+	const char *progress_path = NULL;
+	FILE *progress_fp = NULL;
+	enum kb_backend backend = KB_BACKEND_AUTO;
+	bool cfg_loaded = false, vf_ready = false;
+	int64_t seeds = 0;
+	int c, rc = KB_EXIT_USAGE;
+
+	kb_tune_result_init(&res);
+	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': config_path = optarg; break;
+		case 'b': backend_arg = optarg; break;
+		case 'o': out_arg = optarg; break;
+		case 'F': progress_path = optarg; break;
+		case 's':
+			if (kb_parse_i64(optarg, &seeds) || seeds < 1 || seeds > 100)
+				return cli_usage_error("run", "--seeds '%s' is not a number from 1 to 100", optarg);
+			break;
+		case 'p':
+			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
+				return cli_usage_error("run", "unknown pass '%s' (forward or backward)", optarg);
+			to.pass = optarg;
+			break;
+		case 'h': usage(stdout); return KB_EXIT_OK;
+		default: return cli_usage_error("run", "unknown option");
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage_error("run", "expected one OPERATOR, got %d arguments", argc - optind);
+	op = argv[optind];
+	if (backend_arg && (kb_backend_parse(backend_arg, &backend) || backend == KB_BACKEND_AUTO))
+		return cli_usage_error("run", "unknown backend '%s' (cuda or cpu)", backend_arg);
+	if (access(op, F_OK))
+		return cli_usage_error("run", "operator '%s' does not exist", op);
+	if (!kb_is_dir(op) && !(kb_is_file(op) && strlen(op) > 3 && !strcmp(op + strlen(op) - 3, ".py")))
+		return cli_usage_error("run", "operator '%s' is neither a .py file nor a robust-kbench folder", op);
+	if (out_arg && !*out_arg)
+		return cli_usage_error("run", "--out needs a directory");
+
+	rc = cli_load_config(config_path, &cfg);
+	cfg_loaded = true;
+	if (rc)
+		goto out;
+	rc = KB_EXIT_USAGE;
+	if (!backend_arg)
+		backend = cfg.backend;
+	vf_ready = true;
+	if (kb_verifier_init(&vf, &cfg)) {
+		fprintf(stderr, "kernelbot run: cannot run the verifier (see the error above)\n");
+		goto out;
+	}
+	to.backend = kb_python_backend(vf.probe, backend);
+	if (to.backend == KB_BACKEND_CUDA && !(vf.probe->cuda_available && vf.probe->device_count > 0)) {
+		rc = cli_usage_error("run", "backend 'cuda' needs a gpu, but torch in '%s' sees none (try --backend cpu)",
+				     vf.probe->python);
+		goto out;
+	}
+	kb_operator_name(op, &name);
+	if (out_arg)
+		strbuf_addstr(&out_dir, out_arg);
+	else
+		strbuf_addf(&out_dir, "kernelbot-out/%s", name.buf);
+	to.operator_path = op;
+	to.seeds = seeds;
+	if (progress_path) {
+		/* plain lines, parsed on their way to stderr into the progress file */
+		progress_fp = kb_progress_file_open(progress_path, stderr);
+		if (!progress_fp)
+			goto out;
+		kb_progress_init(&pg, progress_fp, 0);
+	} else {
+		kb_progress_init(&pg, stderr, -1);
+	}
+	to.progress = &pg;
+
+	c = kb_tune(&vf, &to, &res);
+	if (c == KB_ECANCELLED) {
+		fprintf(stderr, "kernelbot run: interrupted\n");
+		goto out;
+	}
+	if (c) {
+		fprintf(stderr, "kernelbot run: could not tune '%s' (see the error above)\n", op);
+		goto out;
+	}
+	switch (res.outcome) {
+	case KB_TUNE_NO_TEMPLATE:
+		fprintf(stderr, "kernelbot run: no built-in template for this operator: %s\n", res.why);
+		rc = KB_EXIT_NO;
+		goto out;
+	case KB_TUNE_NONE_VERIFIED:
+		fprintf(stderr, "kernelbot run: no point of the %s template verified: %s\n", res.kind, res.why);
+		rc = KB_EXIT_NO;
+		goto out;
+	case KB_TUNE_OPERATOR_ERROR:
+		fprintf(stderr, "kernelbot run: %s\n", res.why);
+		goto out;
+	case KB_TUNE_OK:
+		break;
+	}
+	if (write_outputs(&vf, &res, op, out_dir.buf, kb_backend_name(to.backend), to.pass,
+			  seeds > 0 ? seeds : cfg.seeds)) {
+		fprintf(stderr, "kernelbot run: could not write the results to '%s'\n", out_dir.buf);
+		goto out;
+	}
+	printf("verified kernel for '%s': %s template (%s), point %s\n", op, res.family, res.kind,
+	       res.points[res.best].name);
+	kb_evidence_print_summary(res.evidence, stdout);
+	printf("\n");
+	kb_evidence_print_table(res.evidence, stdout);
+	printf("\ntuning: %zu of %zu points tried, %zu built, %zu timed, %zu from the cache, %.1f s%s\n",
+	       res.nr_points, res.space_size, res.built, res.timed, res.cache_hits, res.seconds,
+	       res.all_cached ? " (cached: nothing built or timed)" : "");
+	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py\n", out_dir.buf, res.ext);
+	rc = KB_EXIT_OK;
+out:
+	fflush(stdout);
+	if (progress_fp)
+		fclose(progress_fp);
+	kb_tune_result_release(&res);
+	if (vf_ready)
+		kb_verifier_release(&vf);
+	if (cfg_loaded)
+		kb_config_release(&cfg);
+	strbuf_release(&out_dir);
+	strbuf_release(&name);
+	return rc;
+}

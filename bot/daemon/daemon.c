@@ -1,0 +1,436 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "core/state.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "daemon/daemon.h"
+#include "daemon/webhook.h"
+#include "forge/forge.h"
+#include "jobs/jobs.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <time.h>
+
+/* One tick of the cron; run_with_period(ms) as in redis's serverCron. */
+#define TICK_MS 100
+#define run_with_period(ms) if ((ms) <= TICK_MS || !(d->cronloops % ((ms) / TICK_MS)))
+
+struct daemon {
+	struct kb_config *cfg;
+	const struct kb_daemon_opts *opts;
+	struct kb_state *st;
+	struct kb_forge *forge;
+	struct kb_jobs *jobs;
+	struct kb_webhook *hook;
+	struct strvec repos;
+	int64_t cronloops;
+	int64_t cycles;        /* poll cycles completed */
+	bool events_seen;      /* one pass over webhook events ran */
+};
+
+static const char *forge_kind(const struct kb_config *cfg)
+{
+	return cfg->bot_forge == KB_FORGE_LOCAL ? "local" : "github";
+}
+
+static bool listed(const struct strvec *v, const char *name)
+{
+	for (size_t i = 0; i < v->nr; i++)
+		if (!strcasecmp(v->v[i], name))
+			return true;
+	return false;
+}
+
+/* Names separated by any of seps ('#' to the end of a line is a comment) into d->repos. */
+static int add_repos(struct daemon *d, const char *p, const char *seps, const char *where)
+{
+	while (*p) {
+		size_t n = strcspn(p, seps);
+		char *name = xstrndup(p, n), *hash = strchr(name, '#');
+		struct strbuf sb = STRBUF_INIT;
+
+		if (hash)
+			*hash = '\0';
+		strbuf_addstr(&sb, name);
+		strbuf_trim(&sb);
+		free(name);
+		if (sb.len && !kb_forge_repo_valid(sb.buf)) {
+			error("%s: '%s' is not owner/name", where, sb.buf);
+			strbuf_release(&sb);
+			return -1;
+		}
+		if (sb.len && !listed(&d->repos, sb.buf))
+			strvec_push(&d->repos, sb.buf);
+		strbuf_release(&sb);
+		p += n;
+		if (*p)
+			p++;
+	}
+	return 0;
+}
+
+/* [bot] repositories and repositories_file into d->repos; every name must be owner/name. */
+static int load_repos(struct daemon *d)
+{
+	struct strbuf file = STRBUF_INIT;
+	int rc;
+
+	strvec_clear(&d->repos);
+	if (add_repos(d, d->cfg->bot_repositories, ",", "[bot] repositories"))
+		return -1;
+	if (!*d->cfg->bot_repositories_file)
+		return 0;
+	if (strbuf_read_file(&file, d->cfg->bot_repositories_file, 4 << 20)) {
+		strbuf_release(&file);
+		return error("could not read [bot] repositories_file '%s'",
+			     d->cfg->bot_repositories_file);
+	}
+	rc = add_repos(d, file.buf, "\n", d->cfg->bot_repositories_file);
+	strbuf_release(&file);
+	return rc;
+}
+
+static bool repo_configured(struct daemon *d, const char *repo)
+{
+	if (!d->repos.nr)
+		return true; /* none listed: whatever the webhook's sender installed us on */
+	for (size_t i = 0; i < d->repos.nr; i++)
+		if (!strcasecmp(d->repos.v[i], repo))
+			return true;
+	return false;
+}
+
+/* --- polling --- */
+
+static int poll_repo(struct daemon *d, const char *repo)
+{
+	struct kb_forge_pr_list list = KB_FORGE_PR_LIST_INIT;
+	struct strbuf etag = STRBUF_INIT;
+	sqlite3_stmt *stmt = NULL;
+	int64_t repo_id, *active = NULL;
+	size_t nr_active = 0;
+	bool not_modified = false, ok = true;
+	int rc;
+
+	if (kb_state_repo_upsert(d->st, &repo_id, d->forge->name, repo))
+		return -1;
+	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT etag FROM repositories WHERE id = ?", -1,
+			       &stmt, NULL) != SQLITE_OK)
+		return error("could not read repositories in '%s'", kb_state_path(d->st));
+	sqlite3_bind_int64(stmt, 1, repo_id);
+	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
+		strbuf_addstr(&etag, (const char *)sqlite3_column_text(stmt, 0));
+	sqlite3_finalize(stmt);
+	stmt = NULL;
+
+	rc = kb_forge_list_labelled_prs(d->forge, &list, &not_modified, &etag, repo,
+					d->cfg->bot_label);
+	if (rc || not_modified)
+		goto out;
+
+	/* new labels: a trigger each (an active one makes this a no-op) */
+	for (size_t i = 0; i < list.nr && !kb_stop_requested(); i++) {
+		struct kb_trigger_req req;
+
+		memset(&req, 0, sizeof(req));
+		req.repo = repo;
+		req.pr = list.v[i].number;
+		req.head_sha = list.v[i].head_sha;
+		req.source = "poll";
+		if (kb_jobs_trigger(d->jobs, &req, NULL) < 0)
+			ok = false;
+	}
+	/* labels gone (or pull requests closed): cancel what they started */
+	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT pr_number FROM triggers WHERE"
+			       " repository_id = ? AND state = 'active'", -1, &stmt, NULL) != SQLITE_OK) {
+		rc = error("could not read triggers in '%s'", kb_state_path(d->st));
+		goto out;
+	}
+	sqlite3_bind_int64(stmt, 1, repo_id);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		active = xrealloc(active, (nr_active + 1) * sizeof(*active));
+		active[nr_active++] = sqlite3_column_int64(stmt, 0);
+	}
+	sqlite3_finalize(stmt);
+	stmt = NULL;
+	for (size_t i = 0; i < nr_active; i++) {
+		bool listed = false;
+
+		for (size_t k = 0; k < list.nr; k++)
+			if (list.v[k].number == active[i])
+				listed = true;
+		if (!listed && kb_jobs_cancel(d->jobs, repo, active[i], NULL) < 0)
+			ok = false;
+	}
+	/* keep the old ETag after a failure: the next poll sees the list again */
+	if (ok && !kb_state_begin(d->st)) {
+		if (sqlite3_prepare_v2(kb_state_db(d->st), "UPDATE repositories SET etag = ?,"
+				       " last_polled_at = ? WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK ||
+		    sqlite3_bind_text(stmt, 1, etag.buf, -1, SQLITE_STATIC) != SQLITE_OK ||
+		    sqlite3_bind_int64(stmt, 2, kb_wall_s()) != SQLITE_OK ||
+		    sqlite3_bind_int64(stmt, 3, repo_id) != SQLITE_OK ||
+		    sqlite3_step(stmt) != SQLITE_DONE) {
+			sqlite3_finalize(stmt);
+			stmt = NULL;
+			kb_state_rollback(d->st);
+			rc = error("could not store the ETag of '%s'", repo);
+			goto out;
+		}
+		sqlite3_finalize(stmt);
+		stmt = NULL;
+		kb_state_commit(d->st);
+	}
+	rc = ok ? 0 : -1;
+out:
+	sqlite3_finalize(stmt);
+	free(active);
+	kb_forge_pr_list_release(&list);
+	strbuf_release(&etag);
+	return rc;
+}
+
+static void poll_all(struct daemon *d)
+{
+	struct kb_forge_stats before = d->forge->stats;
+
+	for (size_t i = 0; i < d->repos.nr && !kb_stop_requested(); i++)
+		if (poll_repo(d, d->repos.v[i]))
+			log_warn("poll of '%s' failed; retried next cycle", d->repos.v[i]);
+	d->cycles++;
+	log_debug("poll cycle %" PRId64 ": %zu repositories, %" PRId64 " requests, %" PRId64
+		  " not modified", d->cycles, d->repos.nr, d->forge->stats.requests - before.requests,
+		  d->forge->stats.not_modified - before.not_modified);
+}
+
+/* --- webhook events --- */
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* May sender act on repo (write, maintain, admin)? */
+static bool may_act(struct daemon *d, const char *repo, const char *sender)
+{
+	enum kb_forge_perm perm = KB_PERM_NONE;
+
+	if (!sender || kb_forge_permission(d->forge, &perm, repo, sender))
+		return false;
+	if (perm < KB_PERM_WRITE)
+		log_info("%s: '%s' has %s access, not write; ignored", repo, sender,
+			 kb_forge_perm_name(perm));
+	return perm >= KB_PERM_WRITE;
+}
+
+static void handle_event(struct daemon *d, const char *text)
+{
+	cJSON *e = cJSON_Parse(text);
+	const char *event = jstr(e, "event"), *action = jstr(e, "action"), *repo = jstr(e, "repo");
+	const char *sender = jstr(e, "sender"), *label = jstr(e, "label");
+	const cJSON *num = cJSON_GetObjectItemCaseSensitive(e, "number");
+	struct kb_trigger_req req;
+	char *me = NULL;
+
+	if (!event || !action || !repo || !cJSON_IsNumber(num) || !kb_forge_repo_valid(repo))
+		goto out;
+	if (!repo_configured(d, repo)) {
+		log_info("webhook: '%s' is not among the configured repositories; ignored", repo);
+		goto out;
+	}
+	if (sender && !kb_forge_whoami(d->forge, &me) && me && !strcmp(me, sender))
+		goto out; /* the bot's own doing (its labels, its comments) */
+	memset(&req, 0, sizeof(req));
+	req.repo = repo;
+	req.pr = (int64_t)num->valuedouble;
+	req.actor = sender;
+	if (!strcmp(event, "pull_request")) {
+		if (!strcmp(action, "closed")) {
+			kb_jobs_cancel(d->jobs, repo, req.pr, NULL);
+			goto out;
+		}
+		if (!label || strcmp(label, d->cfg->bot_label))
+			goto out;
+		if (!strcmp(action, "labeled")) {
+			/* the sha at labelling; kb_jobs_trigger checks the sender may */
+			req.head_sha = jstr(e, "head_sha");
+			req.source = "webhook";
+			kb_jobs_trigger(d->jobs, &req, NULL);
+		} else if (!strcmp(action, "unlabeled") && may_act(d, repo, sender)) {
+			kb_jobs_cancel(d->jobs, repo, req.pr, sender);
+		}
+	} else if (!strcmp(event, "issue_comment")) {
+		const char *cmd = jstr(e, "command");
+
+		if (!cmd || !may_act(d, repo, sender))
+			goto out;
+		if (!strcmp(cmd, "stop")) {
+			kb_jobs_cancel(d->jobs, repo, req.pr, sender);
+		} else if (!strcmp(cmd, "run")) {
+			req.rerun = true; /* on the current head */
+			req.source = "command";
+			kb_jobs_trigger(d->jobs, &req, NULL);
+		}
+	}
+out:
+	free(me);
+	cJSON_Delete(e);
+}
+
+static void take_events(struct daemon *d)
+{
+	for (int n = 0; n < 32 && !kb_stop_requested(); n++) {
+		struct strbuf payload = STRBUF_INIT;
+		int64_t id;
+		int rc = kb_webhook_next(d->st, &id, &payload);
+
+		if (!rc) {
+			handle_event(d, payload.buf);
+			kb_webhook_done(d->st, id);
+		}
+		strbuf_release(&payload);
+		if (rc)
+			break;
+	}
+	d->events_seen = true;
+}
+
+/* --- the loop --- */
+
+static int write_pidfile(struct daemon *d)
+{
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT;
+	int rc;
+
+	strbuf_addf(&path, "%s/daemon.json", d->cfg->state_dir);
+	strbuf_addf(&text, "{\"pid\": %d, \"webhook_port\": %u}\n", (int)getpid(),
+		    d->hook ? kb_webhook_port(d->hook) : 0);
+	rc = kb_write_file_atomic(path.buf, text.buf, text.len);
+	strbuf_release(&path);
+	strbuf_release(&text);
+	return rc;
+}
+
+static void remove_pidfile(struct daemon *d)
+{
+	struct strbuf path = STRBUF_INIT;
+
+	strbuf_addf(&path, "%s/daemon.json", d->cfg->state_dir);
+	unlink(path.buf);
+	strbuf_release(&path);
+}
+
+static bool idle(struct daemon *d)
+{
+	int64_t n = 0;
+	sqlite3_stmt *stmt;
+
+	if (sqlite3_prepare_v2(kb_state_db(d->st),
+			       "SELECT (SELECT count(*) FROM jobs WHERE state IN ('queued', 'running'))"
+			       " + (SELECT count(*) FROM webhook_events WHERE handled_at IS NULL)",
+			       -1, &stmt, NULL) != SQLITE_OK)
+		return false;
+	if (sqlite3_step(stmt) == SQLITE_ROW)
+		n = sqlite3_column_int64(stmt, 0);
+	sqlite3_finalize(stmt);
+	return n == 0;
+}
+
+/* SIGHUP: a new config, and a forge opened with it (a rotated token). */
+static void reload(struct daemon *d)
+{
+	struct kb_forge *f = NULL;
+
+	if (!d->opts->config_path) {
+		log_info("SIGHUP: no config file to reload");
+		return;
+	}
+	if (kb_config_reload(d->cfg, d->opts->config_path))
+		return;
+	log_set_level(d->cfg->log_level);
+	if (load_repos(d))
+		log_warn("SIGHUP: [bot] repositories is invalid; no repository is polled");
+	if (kb_forge_open(&f, forge_kind(d->cfg), d->cfg)) {
+		log_warn("SIGHUP: could not reopen the forge; keeping the running one");
+		return;
+	}
+	kb_jobs_set_forge(d->jobs, f);
+	kb_forge_free(d->forge);
+	d->forge = f;
+}
+
+int kb_daemon_run(struct kb_config *cfg, const struct kb_daemon_opts *opts)
+{
+	struct daemon dd, *d = &dd;
+	struct kb_jobs_opts jo = { opts->kernelbot_bin, opts->config_path };
+	int n, rc = -1;
+
+	memset(d, 0, sizeof(*d));
+	d->cfg = cfg;
+	d->opts = opts;
+	strvec_init(&d->repos);
+	if (load_repos(d))
+		goto out;
+	if (!d->repos.nr && !*cfg->bot_webhook_listen) {
+		error("nothing to watch: set [bot] repositories or webhook_listen");
+		goto out;
+	}
+	if (kb_state_open(&d->st, cfg->state_dir))
+		goto out;
+	n = kb_state_requeue_running(d->st);
+	if (n < 0)
+		goto out;
+	if (n)
+		log_info("%d job(s) interrupted by a restart are queued again", n);
+	if (kb_forge_open(&d->forge, forge_kind(cfg), cfg))
+		goto out;
+	if (kb_jobs_new(&d->jobs, cfg, d->st, d->forge, &jo))
+		goto out;
+	if (*cfg->bot_webhook_listen && kb_webhook_start(&d->hook, cfg))
+		goto out;
+	if (write_pidfile(d))
+		goto out;
+	log_info("kernelbot daemon: %s forge, %zu repositories, label '%s', polling %s",
+		 d->forge->name, d->repos.nr, cfg->bot_label,
+		 cfg->bot_poll_interval_s ? "on" : "off");
+
+	while (!kb_stop_requested()) {
+		struct timespec ts = { 0, TICK_MS * 1000 * 1000 };
+
+		if (kb_reload_requested())
+			reload(d);
+		if (cfg->bot_poll_interval_s > 0 && d->repos.nr) {
+			run_with_period(cfg->bot_poll_interval_s * 1000) poll_all(d);
+		}
+		if (d->hook) {
+			run_with_period(200) take_events(d);
+		}
+		run_with_period(200) {
+			if (kb_jobs_tick(d->jobs) < 0)
+				log_warn("the job loop could not read the state store");
+		}
+		if (opts->cycles > 0 && d->cycles >= opts->cycles)
+			break;
+		if (opts->until_idle && (d->cycles || !cfg->bot_poll_interval_s || !d->repos.nr) &&
+		    (!d->hook || d->events_seen) && idle(d))
+			break;
+		d->cronloops++;
+		nanosleep(&ts, NULL);
+	}
+	if (kb_stop_requested())
+		log_info("kernelbot daemon: stopping (signal %d)", kb_stop_signal());
+	rc = 0;
+out:
+	kb_webhook_stop(d->hook);
+	kb_jobs_free(d->jobs);
+	kb_forge_free(d->forge);
+	if (d->st)
+		remove_pidfile(d);
+	kb_state_close(d->st);
+	strvec_clear(&d->repos);
+	return rc;
+}

@@ -1,0 +1,781 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "core/util.h"
+#include "git/git.h"
+#include "jobs/jobs_priv.h"
+#include "report/markdown.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/*
+ * The runner of one job: claim -> fetch -> `kernelbot run` child ->
+ * progress -> publish -> done. A job's stages are written to the store
+ * as it goes; the forge is told before the store's final state is, so a
+ * crash anywhere before the final transaction re-runs the finishing steps,
+ * which are idempotent (publish.c), instead of leaving a stale comment.
+ */
+
+#define MAX_PROGRESS_FILE (64 * 1024)
+#define CHILD_STOP_GRACE_MS 10000
+
+/* --- helpers --- */
+
+/*
+ * SIGTERM first, so that `kernelbot run` stops its own children (each in
+ * a process group of its own), then SIGKILL what is left of its group.
+ */
+static void stop_child(struct runner *r)
+{
+	int64_t until = kb_now_ms() + CHILD_STOP_GRACE_MS;
+
+	if (!r->child_running)
+		return;
+	kill(r->cp.pid, SIGTERM);
+	while (child_alive(&r->cp) && kb_now_ms() < until) {
+		struct timespec ts = { 0, 50 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	finish_command(&r->cp, 0);
+	r->child_running = false;
+}
+
+static void runner_free(struct runner *r)
+{
+	if (!r)
+		return;
+	stop_child(r);
+	child_process_release(&r->cp);
+	kb_job_release(&r->job);
+	jtrigger_release(&r->trig);
+	kb_forge_pr_release(&r->pr);
+	kb_git_repo_free(r->git);
+	strbuf_release(&r->slug);
+	strbuf_release(&r->branch);
+	strbuf_release(&r->dir);
+	strbuf_release(&r->src);
+	strbuf_release(&r->out);
+	strbuf_release(&r->progress_path);
+	strbuf_release(&r->child_log);
+	strbuf_release(&r->notes);
+	strbuf_release(&r->progress);
+	strbuf_release(&r->stage);
+	strbuf_release(&r->error);
+	strbuf_release(&r->pr_url);
+	kb_repo_config_release(&r->rcfg);
+	free(r);
+}
+
+static struct runner *runner_new(void)
+{
+	struct runner *r = xcalloc(1, sizeof(*r));
+
+	strbuf_init(&r->slug, 0);
+	strbuf_init(&r->branch, 0);
+	strbuf_init(&r->dir, 0);
+	strbuf_init(&r->src, 0);
+	strbuf_init(&r->out, 0);
+	strbuf_init(&r->progress_path, 0);
+	strbuf_init(&r->child_log, 0);
+	strbuf_init(&r->notes, 0);
+	strbuf_init(&r->progress, 0);
+	strbuf_init(&r->stage, 0);
+	strbuf_init(&r->error, 0);
+	strbuf_init(&r->pr_url, 0);
+	child_process_init(&r->cp);
+	return r;
+}
+
+int jgit_open(struct kb_jobs *j, struct kb_git_repo **out, const char *repo)
+{
+	struct kb_forge_remote rem = KB_FORGE_REMOTE_INIT;
+	struct strbuf url = STRBUF_INIT, cache = STRBUF_INIT;
+	struct kb_git_cred cred;
+	int rc;
+
+	*out = NULL;
+	if ((rc = kb_forge_git_remote(j->forge, &rem, repo)))
+		goto out;
+	if (*j->cfg->bot_git_url) {
+		strbuf_addstr(&url, j->cfg->bot_git_url);
+		while (url.len && url.buf[url.len - 1] == '/')
+			strbuf_setlen(&url, url.len - 1);
+		strbuf_addf(&url, "/%s.git", repo);
+	} else {
+		strbuf_addstr(&url, rem.url);
+	}
+	cred.username = rem.username;
+	cred.token = rem.password;
+	strbuf_addf(&cache, "%s/git", j->cfg->state_dir);
+	rc = kb_git_sync(out, cache.buf, url.buf, &cred);
+out:
+	kb_forge_remote_release(&rem);
+	strbuf_release(&url);
+	strbuf_release(&cache);
+	return rc;
+}
+
+/* One state transition in its own transaction. */
+static int set_state(struct kb_jobs *j, struct runner *r, enum kb_job_state state,
+		     const char *stage, const char *err)
+{
+	int rc = kb_state_job_set_state(j->st, r->job.id, state, stage, err);
+
+	if (rc)
+		return -1;
+	r->job.state = state;
+	if (stage) {
+		strbuf_reset(&r->stage);
+		strbuf_addstr(&r->stage, stage);
+	}
+	return 0;
+}
+
+/*
+ * The stage of a running job (its own transaction). Not through
+ * kb_state_job_set_state: that restarts started_at, and the elapsed time
+ * shown counts from the claim.
+ */
+static int set_stage(struct kb_jobs *j, struct runner *r, const char *stage)
+{
+	strbuf_reset(&r->stage);
+	strbuf_addstr(&r->stage, stage);
+	if (kb_state_begin(j->st))
+		return -1;
+	if (jdb_run(j->st, NULL, "UPDATE jobs SET stage = ?, updated_at = ? WHERE id = ?", "tii",
+		    stage, kb_wall_s(), r->job.id)) {
+		kb_state_rollback(j->st);
+		return -1;
+	}
+	return kb_state_commit(j->st);
+}
+
+/* Two operators of one trigger with the same slug get a hash suffix each. */
+static int make_slug(struct kb_jobs *j, struct runner *r)
+{
+	sqlite3_stmt *stmt;
+	struct strbuf other = STRBUF_INIT;
+	bool clash = false;
+
+	kb_jobs_operator_slug(&r->slug, r->job.operator_path);
+	if (sqlite3_prepare_v2(kb_state_db(j->st),
+			       "SELECT operator FROM jobs WHERE trigger_id = ? AND id != ?", -1,
+			       &stmt, NULL) != SQLITE_OK)
+		return error("could not query jobs in '%s'", kb_state_path(j->st));
+	sqlite3_bind_int64(stmt, 1, r->trig.id);
+	sqlite3_bind_int64(stmt, 2, r->job.id);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		const char *op = (const char *)sqlite3_column_text(stmt, 0);
+
+		if (!op || !strcmp(op, r->job.operator_path))
+			continue;
+		kb_jobs_operator_slug(&other, op);
+		if (!strcmp(other.buf, r->slug.buf))
+			clash = true;
+	}
+	sqlite3_finalize(stmt);
+	strbuf_release(&other);
+	if (clash) {
+		char hash[65];
+
+		jhash(hash, r->job.operator_path);
+		strbuf_addf(&r->slug, "-%.6s", hash);
+	}
+	return 0;
+}
+
+/* The child's config: the daemon's, bounded by what the repository asked. */
+static int write_child_config(struct kb_jobs *j, struct runner *r, const char *path)
+{
+	struct kb_config copy = *j->cfg;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *fp;
+	int rc;
+
+	if (r->rcfg.atol > 0)
+		copy.atol_fp32 = r->rcfg.atol;
+	if (r->rcfg.rtol > 0)
+		copy.rtol_fp32 = r->rcfg.rtol;
+	if (r->rcfg.max_configs > 0)
+		copy.max_configs = r->rcfg.max_configs;
+	copy.log_file = (char *)""; /* the child's log is the job's log file */
+	fp = open_memstream(&text, &len);
+	if (!fp)
+		return error_errno("could not write the config of job %" PRId64, r->job.id);
+	kb_config_print(&copy, fp);
+	if (fclose(fp)) {
+		free(text);
+		return error_errno("could not write the config of job %" PRId64, r->job.id);
+	}
+	rc = kb_write_file_atomic(path, text, len);
+	free(text);
+	return rc;
+}
+
+static int64_t budget_s(struct kb_jobs *j, struct runner *r)
+{
+	int64_t b = j->cfg->bot_time_budget_s;
+
+	if (r->rcfg.budget_s > 0)
+		b = r->rcfg.budget_s;
+	return b;
+}
+
+/* Re-read .kernelbot.ini at the pinned sha: its budget and tolerances. */
+static void load_repo_config(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf ini = STRBUF_INIT, why = STRBUF_INIT;
+
+	kb_repo_config_release(&r->rcfg);
+	if (!kb_git_read_file(r->git, r->job.head_sha, ".kernelbot.ini", &ini, 64 * 1024))
+		kb_repo_config_parse(&r->rcfg, ini.buf, j->cfg, &why);
+	for (const char *p = why.buf; *p;) {
+		const char *nl = strchrnul(p, '\n');
+
+		strbuf_addf(&r->notes, "`.kernelbot.ini`: %.*s\n", (int)(nl - p), p);
+		p = *nl ? nl + 1 : nl;
+	}
+	strbuf_release(&ini);
+	strbuf_release(&why);
+}
+
+static int start_child(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf cfg_path = STRBUF_INIT, op = STRBUF_INIT;
+	int rc = -1;
+
+	if (kb_rm_rf(r->out.buf))
+		goto out;
+	unlink(r->progress_path.buf);
+	strbuf_addf(&cfg_path, "%s/run.ini", r->dir.buf);
+	if (write_child_config(j, r, cfg_path.buf))
+		goto out;
+	if (!strcmp(r->job.operator_path, "."))
+		strbuf_addstr(&op, r->src.buf);
+	else
+		strbuf_addf(&op, "%s/%s", r->src.buf, r->job.operator_path);
+
+	child_process_release(&r->cp);
+	child_process_init(&r->cp);
+	/*
+	 * The child's output goes to the job's log file, not to pipes nobody
+	 * reads between ticks; setpriv makes the kernel send it SIGTERM when
+	 * this process dies, however it dies.
+	 */
+	strvec_pushl(&r->cp.args, "/bin/sh", "-c", "exec \"$@\" >>\"$0\" 2>&1",
+		     r->child_log.buf, NULL);
+	if (j->setpriv)
+		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
+	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", r->out.buf,
+		     "--progress-file", r->progress_path.buf, NULL);
+	strvec_push(&r->cp.args, op.buf);
+	if (start_command(&r->cp))
+		goto out;
+	r->child_running = true;
+	r->child_started_ms = kb_now_ms();
+	r->progress_mtime_ns = 0;
+	log_info("job %" PRId64 ": searching '%s' of %s#%" PRId64 " (pid %d, log '%s')",
+		 r->job.id, r->job.operator_path, r->trig.repo, r->job.pr_number, (int)r->cp.pid,
+		 r->child_log.buf);
+	rc = 0;
+out:
+	strbuf_release(&cfg_path);
+	strbuf_release(&op);
+	return rc;
+}
+
+static double jnum(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* Append a point to history.json (the chart of best speedup over time). */
+static void add_history(struct runner *r, double best)
+{
+	cJSON *h = jread_json(r->dir.buf, "history.json"), *e;
+	struct strbuf path = STRBUF_INIT;
+	char *text;
+
+	if (!cJSON_IsArray(h)) {
+		cJSON_Delete(h);
+		h = cJSON_CreateArray();
+	}
+	e = cJSON_CreateObject();
+	cJSON_AddNumberToObject(e, "t", (double)kb_wall_s());
+	cJSON_AddNumberToObject(e, "speedup", best);
+	cJSON_AddItemToArray(h, e);
+	text = cJSON_PrintUnformatted(h);
+	strbuf_addf(&path, "%s/history.json", r->dir.buf);
+	if (text && kb_write_file_atomic(path.buf, text, strlen(text)))
+		log_warn("job %" PRId64 ": could not write '%s'", r->job.id, path.buf);
+	free(text);
+	cJSON_Delete(h);
+	strbuf_release(&path);
+}
+
+/* Read the progress file when it changed; true when it did. */
+static bool read_progress(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf data = STRBUF_INIT;
+	struct stat sb;
+	cJSON *p = NULL;
+	int64_t mt;
+	bool changed = false;
+
+	if (stat(r->progress_path.buf, &sb))
+		return false;
+	mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	if (mt == r->progress_mtime_ns)
+		return false;
+	if (strbuf_read_file(&data, r->progress_path.buf, MAX_PROGRESS_FILE) ||
+	    !(p = cJSON_Parse(data.buf)) || !cJSON_IsObject(p))
+		goto out; /* junk: the next change is read again */
+	r->progress_mtime_ns = mt;
+	if (!strcmp(data.buf, r->progress.buf))
+		goto out;
+	strbuf_reset(&r->progress);
+	strbuf_add(&r->progress, data.buf, data.len);
+	if (jnum(p, "best_speedup") > r->best) {
+		r->best = jnum(p, "best_speedup");
+		add_history(r, r->best);
+	}
+	if (!kb_state_begin(j->st)) {
+		if (jdb_run(j->st, NULL,
+			    "UPDATE jobs SET progress = json(?), best_speedup = ?, updated_at = ?"
+			    " WHERE id = ?", "tdii", r->progress.buf, r->best, kb_wall_s(), r->job.id))
+			kb_state_rollback(j->st);
+		else
+			kb_state_commit(j->st);
+	}
+	changed = true;
+out:
+	cJSON_Delete(p);
+	strbuf_release(&data);
+	return changed;
+}
+
+/* The speedup of the finished result: kernel.json, else the evidence's geomean. */
+static double result_speedup(struct runner *r)
+{
+	static const char *const keys[] = { "speedup", "speedup_eager", "geomean_speedup_eager" };
+	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
+	cJSON *k = NULL;
+	double s = 0;
+
+	strbuf_addf(&path, "%s/kernel.json", r->out.buf);
+	if (!strbuf_read_file(&data, path.buf, 1 << 20) && (k = cJSON_Parse(data.buf))) {
+		for (size_t i = 0; i < ARRAY_SIZE(keys) && !(s > 0); i++)
+			s = jnum(k, keys[i]);
+	}
+	cJSON_Delete(k);
+	k = NULL;
+	if (!(s > 0)) {
+		strbuf_reset(&path);
+		strbuf_reset(&data);
+		strbuf_addf(&path, "%s/evidence.json", r->out.buf);
+		if (!strbuf_read_file(&data, path.buf, 16 << 20) && (k = cJSON_Parse(data.buf)))
+			s = jnum(cJSON_GetObjectItemCaseSensitive(k, "summary"),
+				 "geomean_speedup_eager");
+		cJSON_Delete(k);
+	}
+	strbuf_release(&path);
+	strbuf_release(&data);
+	return s > 0 ? s : 0;
+}
+
+/* Last non-empty line of the child's log, for the failure message. */
+static void log_tail(struct runner *r, struct strbuf *out)
+{
+	char buf[4097];
+	size_t n = 0;
+	const char *end, *start;
+	FILE *fp = fopen(r->child_log.buf, "r");
+
+	if (fp) {
+		if (fseek(fp, -4096, SEEK_END))
+			rewind(fp);
+		n = fread(buf, 1, sizeof(buf) - 1, fp);
+		fclose(fp);
+	}
+	buf[n] = '\0';
+	end = buf + n;
+	while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\r'))
+		end--;
+	for (;;) {
+		start = end;
+		while (start > buf && start[-1] != '\n')
+			start--;
+		/* "Try 'kernelbot run --help'." says nothing about what failed */
+		if (start == buf || strncmp(start, "Try '", 5))
+			break;
+		end = start - 1;
+		while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\r'))
+			end--;
+	}
+	if (end > start)
+		strbuf_add(out, start, (size_t)(end - start) > 300 ? 300 : (size_t)(end - start));
+}
+
+/* --- finishing: forge first, the store's final state last --- */
+
+static void finish(struct kb_jobs *j, struct runner *r, enum kb_job_state final, const char *err)
+{
+	struct strbuf result = STRBUF_INIT;
+
+	r->job.state = final;
+	strbuf_reset(&r->stage);
+	strbuf_addstr(&r->stage, "finished");
+	strbuf_reset(&r->error);
+	if (err)
+		strbuf_addstr(&r->error, err);
+	if (jpub_progress(j, r, true))
+		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	if (jpub_status(j, r))
+		log_warn("job %" PRId64 ": could not set the status", r->job.id);
+	if (jpub_labels(j, r->job.repository_id, r->trig.repo, r->job.pr_number, r->trig.id,
+			r->job.id, final))
+		log_warn("job %" PRId64 ": could not set the labels of %s#%" PRId64, r->job.id,
+			 r->trig.repo, r->job.pr_number);
+
+	strbuf_addstr(&result, "{\"pr_url\": \"");
+	strbuf_add_json_escaped(&result, r->pr_url.buf);
+	strbuf_addf(&result, "\", \"pr_number\": %" PRId64 ", \"speedup\": %.6g, \"branch\": \"",
+		    r->pr_number, r->best);
+	strbuf_add_json_escaped(&result, r->branch.buf);
+	strbuf_addstr(&result, "\"}");
+	if (!kb_state_begin(j->st)) {
+		if (jdb_run(j->st, NULL, "UPDATE jobs SET result = json(?), best_speedup = ? WHERE id = ?",
+			    "tdi", result.buf, r->best, r->job.id) ||
+		    kb_state_job_set_state(j->st, r->job.id, final, "finished", err))
+			kb_state_rollback(j->st);
+		else
+			kb_state_commit(j->st);
+	}
+	log_info("job %" PRId64 ": %s (%s#%" PRId64 " %s)%s%s", r->job.id, kb_job_state_name(final),
+		 r->trig.repo, r->job.pr_number, r->job.operator_path, err ? ": " : "",
+		 err ? err : "");
+	r->done = true;
+	strbuf_release(&result);
+}
+
+static void fail(struct kb_jobs *j, struct runner *r, const char *err)
+{
+	finish(j, r, KB_JOB_FAILED, err);
+}
+
+static void publish(struct kb_jobs *j, struct runner *r)
+{
+	double s = result_speedup(r);
+	int rc;
+
+	if (s > 0)
+		r->best = s; /* the final check's figure is the one reported */
+	set_stage(j, r, "publish");
+	if (!(s > 0) || s < j->cfg->bot_min_speedup) {
+		strbuf_addf(&r->notes, "No pull request: the best verified kernel (%.2fx) is below "
+			    "the bot's threshold (%.2fx).\n", s, j->cfg->bot_min_speedup);
+		finish(j, r, KB_JOB_DONE, NULL);
+		return;
+	}
+	if (jpub_progress(j, r, true))
+		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	rc = jpub_result(j, r, s);
+	if (rc == KB_GIT_ENOTOURS)
+		fail(j, r, "the bot's branch has commits by someone else; it was left alone");
+	else if (rc)
+		fail(j, r, "could not publish the kernel (see the bot's log)");
+	else
+		finish(j, r, KB_JOB_DONE, NULL);
+}
+
+/* --- starting a claimed job --- */
+
+static int result_marker(struct runner *r, struct strbuf *path)
+{
+	strbuf_reset(path);
+	strbuf_addf(path, "%s/result.json", r->dir.buf);
+	return 0;
+}
+
+static void runner_start(struct kb_jobs *j, struct runner *r)
+{
+	struct jextra x = { 0 };
+	struct strbuf path = STRBUF_INIT;
+	int rc;
+
+	if (jdb_extra_get(j->st, &x, r->job.id) || !x.trigger_id ||
+	    jdb_trigger_get(j->st, &r->trig, x.trigger_id)) {
+		set_state(j, r, KB_JOB_FAILED, "start", "the job has no trigger");
+		r->done = true;
+		goto out;
+	}
+	r->best = x.best_speedup;
+	r->reviewed = x.reviewed_speedup;
+	if (x.progress)
+		strbuf_addstr(&r->progress, x.progress);
+	if (strcmp(r->trig.state, "active")) {
+		set_state(j, r, KB_JOB_CANCELLED, "start", NULL);
+		r->done = true;
+		goto out;
+	}
+	if (make_slug(j, r)) {
+		fail(j, r, "internal error (see the bot's log)");
+		goto out;
+	}
+	strbuf_addf(&r->branch, "%s/pr-%" PRId64 "/%s", j->cfg->bot_branch_prefix,
+		    r->job.pr_number, r->slug.buf);
+	strbuf_addf(&r->dir, "%s/jobs/%" PRId64, j->cfg->state_dir, r->job.id);
+	strbuf_addf(&r->src, "%s/src", r->dir.buf);
+	strbuf_addf(&r->out, "%s/out", r->dir.buf);
+	strbuf_addf(&r->progress_path, "%s/progress.json", r->dir.buf);
+	strbuf_addf(&r->child_log, "%s/run.log", r->dir.buf);
+	if (kb_mkdir_p(r->dir.buf, 0700)) {
+		fail(j, r, "could not create the job's directory");
+		goto out;
+	}
+	log_info("job %" PRId64 ": %s %s#%" PRId64 " '%s' at %.12s (attempt %" PRId64 ")",
+		 r->job.id, r->job.attempts ? "resuming" : "starting", r->trig.repo, r->job.pr_number,
+		 r->job.operator_path, r->job.head_sha, r->job.attempts + 1);
+	set_stage(j, r, "fetch");
+
+	if ((rc = kb_forge_get_pr(j->forge, &r->pr, r->trig.repo, r->job.pr_number))) {
+		fail(j, r, rc == KB_ENOTFOUND ? "the pull request is gone"
+					      : "could not read the pull request");
+		goto out;
+	}
+	if (jpub_progress(j, r, true))
+		log_warn("job %" PRId64 ": could not post the progress comment", r->job.id);
+	if (jpub_labels(j, r->job.repository_id, r->trig.repo, r->job.pr_number, r->trig.id, 0,
+			KB_JOB_RUNNING))
+		log_warn("job %" PRId64 ": could not set labels", r->job.id);
+	if (jpub_status(j, r))
+		log_warn("job %" PRId64 ": could not set the status", r->job.id);
+
+	if (jgit_open(j, &r->git, r->trig.repo)) {
+		fail(j, r, "could not fetch the repository");
+		goto out;
+	}
+	rc = kb_git_fetch_pr(r->git, (int)r->job.pr_number, r->job.head_sha);
+	if (rc) {
+		fail(j, r, rc == KB_ENOTFOUND ? "the commit pinned at labelling is gone"
+					      : "could not fetch the pull request");
+		goto out;
+	}
+	load_repo_config(j, r);
+	if (kb_rm_rf(r->src.buf) || kb_git_checkout_tree(r->git, r->job.head_sha, r->src.buf)) {
+		fail(j, r, "could not check out the pull request");
+		goto out;
+	}
+	result_marker(r, &path);
+	if (kb_is_file(path.buf)) {
+		/* the child finished before a restart: publish what it left */
+		publish(j, r);
+		goto out;
+	}
+	set_stage(j, r, "search");
+	if (start_child(j, r)) {
+		fail(j, r, "could not start the search");
+		goto out;
+	}
+out:
+	jextra_release(&x);
+	strbuf_release(&path);
+}
+
+/* --- a running job --- */
+
+static void runner_poll(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
+	/* the search has no budget of its own: the loop enforces it, with a grace for the final check */
+	int64_t limit_ms = (budget_s(j, r) + 60) * 1000;
+	bool alive;
+
+	if (!r->child_running)
+		return;
+	alive = child_alive(&r->cp);
+	if (read_progress(j, r)) {
+		if (jpub_review(j, r, r->best))
+			log_warn("job %" PRId64 ": could not post the review comment", r->job.id);
+		if (jpub_progress(j, r, false))
+			log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	}
+	if (alive && kb_now_ms() - r->child_started_ms > limit_ms) {
+		log_warn("job %" PRId64 ": the search ran past its budget; stopping it", r->job.id);
+		stop_child(r);
+		fail(j, r, "the search ran past its time budget");
+		goto out;
+	}
+	if (alive)
+		goto out;
+	finish_command(&r->cp, 0);
+	r->child_running = false;
+	read_progress(j, r);
+	if (r->cp.exit_code == 0) {
+		result_marker(r, &path);
+		if (kb_write_file_atomic(path.buf, "{\"exit_code\": 0}\n", 17)) {
+			fail(j, r, "could not record the result");
+			goto out;
+		}
+		publish(j, r);
+		goto out;
+	}
+	strbuf_addf(&err, "the search failed (exit %d)", r->cp.exit_code);
+	{
+		struct strbuf tail = STRBUF_INIT;
+
+		log_tail(r, &tail);
+		if (tail.len) {
+			strbuf_addstr(&err, ": ");
+			strbuf_add(&err, tail.buf, tail.len);
+		}
+		strbuf_release(&tail);
+	}
+	fail(j, r, err.buf);
+out:
+	strbuf_release(&err);
+	strbuf_release(&path);
+}
+
+/* --- the handle --- */
+
+static char *find_setpriv(void)
+{
+	static const char *const where[] = { "/usr/bin/setpriv", "/bin/setpriv", "/usr/sbin/setpriv" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(where); i++)
+		if (!access(where[i], X_OK))
+			return xstrdup(where[i]);
+	return NULL;
+}
+
+int kb_jobs_new(struct kb_jobs **out, struct kb_config *cfg, struct kb_state *st,
+		struct kb_forge *f, const struct kb_jobs_opts *opts)
+{
+	struct kb_jobs *j;
+	char self[4096];
+	ssize_t n;
+
+	*out = NULL;
+	j = xcalloc(1, sizeof(*j));
+	j->cfg = cfg;
+	j->st = st;
+	j->forge = f;
+	if (opts && opts->kernelbot_bin) {
+		j->bin = xstrdup(opts->kernelbot_bin);
+	} else {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n <= 0) {
+			free(j);
+			return error_errno("could not find the kernelbot binary");
+		}
+		self[n] = '\0';
+		j->bin = xstrdup(self);
+	}
+	j->setpriv = find_setpriv();
+	if (!j->setpriv)
+		log_warn("setpriv(1) not found: a search may outlive a killed daemon");
+	*out = j;
+	return 0;
+}
+
+void kb_jobs_free(struct kb_jobs *j)
+{
+	if (!j)
+		return;
+	for (size_t i = 0; i < j->nr_active; i++) {
+		if (j->active[i]->child_running)
+			log_info("job %" PRId64 ": stopping its search; it resumes at the next start",
+				 j->active[i]->job.id);
+		runner_free(j->active[i]);
+	}
+	free(j->active);
+	free(j->bin);
+	free(j->setpriv);
+	free(j->bot_login);
+	free(j);
+}
+
+/* Runner of job id in this process, NULL when none. */
+static struct runner *find_runner(struct kb_jobs *j, int64_t job_id)
+{
+	for (size_t i = 0; i < j->nr_active; i++)
+		if (j->active[i]->job.id == job_id)
+			return j->active[i];
+	return NULL;
+}
+
+static void drop_done(struct kb_jobs *j)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < j->nr_active; i++) {
+		if (j->active[i]->done)
+			runner_free(j->active[i]);
+		else
+			j->active[k++] = j->active[i];
+	}
+	j->nr_active = k;
+}
+
+int kb_jobs_tick(struct kb_jobs *j)
+{
+	for (size_t i = 0; i < j->nr_active; i++)
+		if (!kb_stop_requested())
+			runner_poll(j, j->active[i]);
+	drop_done(j);
+	while (!kb_stop_requested() && j->nr_active < (size_t)j->cfg->bot_max_jobs) {
+		struct runner *r = runner_new();
+		int rc = kb_state_job_claim_next(j->st, &r->job);
+
+		if (rc) {
+			runner_free(r);
+			if (rc == KB_ENOTFOUND)
+				break;
+			return -1;
+		}
+		runner_start(j, r);
+		if (r->done) {
+			runner_free(r);
+			continue;
+		}
+		if (j->nr_active == j->alloc_active) {
+			j->alloc_active = j->alloc_active ? 2 * j->alloc_active : 4;
+			j->active = xrealloc(j->active, j->alloc_active * sizeof(*j->active));
+		}
+		j->active[j->nr_active++] = r;
+	}
+	return (int)j->nr_active;
+}
+
+void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor)
+{
+	struct runner *r = find_runner(j, job_id);
+
+	if (!r)
+		return;
+	stop_child(r);
+	if (actor)
+		strbuf_addf(&r->notes, "Cancelled by @%s.\n", actor);
+	finish(j, r, KB_JOB_CANCELLED, NULL);
+	drop_done(j);
+}
+
+bool jobs_runs(struct kb_jobs *j, int64_t job_id)
+{
+	return find_runner(j, job_id) != NULL;
+}
+
+void kb_jobs_set_forge(struct kb_jobs *j, struct kb_forge *f)
+{
+	j->forge = f;
+}

@@ -1,0 +1,166 @@
+#ifndef KB_JOBS_PRIV_H
+#define KB_JOBS_PRIV_H
+/* Private to bot/jobs/: the runner of one job, and the store helpers. */
+#include "core/common.h"
+#include "core/state.h"
+#include "core/strbuf.h"
+#include "core/subprocess.h"
+#include "forge/forge.h"
+#include "jobs/jobs.h"
+
+#include <cjson/cJSON.h>
+
+struct kb_config;
+struct kb_git_repo;
+
+/* A trigger row (table triggers), joined with its repository. */
+struct jtrigger {
+	int64_t id, repo_id, pr;
+	char *repo;       /* owner/name */
+	char *head_sha;
+	char *actor;
+	char *source;
+	char *state;      /* active, cancelled, replaced */
+};
+void jtrigger_release(struct jtrigger *t);
+
+/* A forge_objects row. */
+struct jobject {
+	int64_t id;
+	char *remote_id;
+	char *url;
+	char *body_hash;
+};
+void jobject_release(struct jobject *o);
+
+/* The columns migration 2 added to jobs. */
+struct jextra {
+	int64_t trigger_id;
+	char *progress;    /* JSON or NULL */
+	double best_speedup;     /* 0: none yet */
+	double reviewed_speedup; /* 0: none yet */
+	char *result;      /* JSON or NULL */
+};
+void jextra_release(struct jextra *x);
+
+/*
+ * Run one statement with bound arguments: types is one letter per "?"
+ * ('i' int64_t, 'd' double, 't' const char * (NULL binds NULL)).
+ * *changes (may be NULL) gets sqlite3_changes. 0 or -1 (logged).
+ */
+int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *types, ...);
+/* One int64 from a one-row query; KB_ENOTFOUND (quiet) when no row. */
+int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *types, ...);
+
+int jdb_trigger_get(struct kb_state *st, struct jtrigger *out, int64_t id);
+/* The active trigger of a pull request; KB_ENOTFOUND (quiet) when none. */
+int jdb_trigger_active(struct kb_state *st, struct jtrigger *out, int64_t repo_id, int64_t pr);
+
+/* forge_objects by (repository, kind, marker); KB_ENOTFOUND (quiet) when none. */
+int jdb_object_get(struct kb_state *st, struct jobject *out, int64_t repo_id,
+		   const char *kind, const char *marker);
+/* Insert or update (by repository, kind, marker); NULL fields keep their value. */
+int jdb_object_put(struct kb_state *st, int64_t repo_id, int64_t job_id, const char *kind,
+		   const char *marker, const char *remote_id, const char *url,
+		   const char *body_hash);
+
+int jdb_extra_get(struct kb_state *st, struct jextra *out, int64_t job_id);
+
+/* sha256 hex of a string (a body hash). */
+void jhash(char out[65], const char *s);
+
+/* One job being run by this process. */
+struct runner {
+	struct kb_job job;
+	struct jtrigger trig;
+	struct kb_forge_pr pr;        /* the labelled pull request */
+	struct kb_git_repo *git;
+	struct strbuf slug, branch, dir, src, out, progress_path, child_log, notes;
+	struct strbuf stage;          /* jobs.stage as this runner last wrote it */
+	struct strbuf error;          /* why it failed */
+	struct strbuf pr_url;         /* the bot's pull request once open */
+	int64_t pr_number;
+	struct kb_repo_config rcfg;
+	struct child_process cp;
+	bool child_running;
+	int64_t child_started_ms, last_edit_ms;
+	int64_t progress_mtime_ns;
+	double best, reviewed;
+	struct strbuf progress;       /* the child's last progress JSON */
+	bool done;                    /* finished: remove from the active list */
+};
+
+struct kb_jobs {
+	struct kb_config *cfg;
+	struct kb_state *st;
+	struct kb_forge *forge;
+	char *bin;                    /* kernelbot binary for the children */
+	char *setpriv;                /* setpriv(1) for the parent-death signal, NULL: none */
+	char *bot_login;              /* the forge's login of the bot, NULL: unknown */
+	bool bot_login_known;
+	struct runner **active;
+	size_t nr_active, alloc_active;
+};
+
+/* --- render.c: the text the bot puts on the forge (through report/) --- */
+
+/* The progress comment's marker for pull request pr (what find_comment looks for). */
+void jrender_progress_marker(struct strbuf *out, int64_t pr);
+/*
+ * The progress comment of trigger t: every job of it, self (may be NULL)
+ * as the runner holds it in memory. 0 or -1.
+ */
+int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner *self,
+		     struct strbuf *out);
+/* The bot's pull request from the child's output dir; kernel_path gets the kernel's path in the branch. */
+int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct strbuf *body,
+	       struct strbuf *kernel_path);
+/* A review comment on a new best. */
+int jrender_review(struct kb_jobs *j, struct runner *r, struct strbuf *out, double best,
+		   double previous);
+/* Check run / status title and summary of the runner's job; faster: done and beats eager. */
+int jrender_check(struct kb_jobs *j, struct runner *r, struct strbuf *title,
+		  struct strbuf *summary, bool *faster);
+/* dir/name parsed as JSON, NULL when missing or invalid. */
+cJSON *jread_json(const char *dir, const char *name);
+
+/* --- publish.c: forge side, each step idempotent --- */
+
+/* Create or edit the progress comment of the runner's pull request. */
+int jpub_progress(struct kb_jobs *j, struct runner *r, bool force);
+/* The same for a trigger no runner holds (cancel, nothing found). */
+int jpub_progress_of(struct kb_jobs *j, const struct jtrigger *t, const char *body);
+/* Labels of the labelled pull request from its trigger's jobs, job_id (0: none) counted as state as. */
+int jpub_labels(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr,
+		int64_t trigger_id, int64_t job_id, enum kb_job_state as);
+/* Commit status or check run of the job, for its state now. */
+int jpub_status(struct kb_jobs *j, struct runner *r);
+/* Review comment when the best improved by the margin (at most once per level). */
+int jpub_review(struct kb_jobs *j, struct runner *r, double best);
+/* Branch, commit, push, pull request: r->pr_url and r->pr_number are set. */
+int jpub_result(struct kb_jobs *j, struct runner *r, double speedup);
+
+/* --- operators.c --- */
+
+/*
+ * The operators of pull request pr at head_sha: the repository's
+ * .kernelbot.ini paths when it lists some, else changed files in a task
+ * format. Appended to ops (paths, folders without a trailing '/').
+ * notes gets warnings worth showing the maintainer.
+ */
+int jops_find(struct kb_jobs *j, struct kb_git_repo *git, const char *repo, int64_t pr,
+	      const char *head_sha, struct strvec *ops, struct strbuf *notes);
+
+/* --- jobs.c --- */
+
+/* Stop the runner of job_id if this process runs it, and finish it as cancelled. */
+void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor);
+/* True when this process runs job_id. */
+bool jobs_runs(struct kb_jobs *j, int64_t job_id);
+
+/* --- git glue (jobs.c) --- */
+
+/* Sync the cached clone of repo; cred from the forge, URL maybe overridden. */
+int jgit_open(struct kb_jobs *j, struct kb_git_repo **out, const char *repo);
+
+#endif

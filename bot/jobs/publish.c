@@ -1,0 +1,545 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "git/git.h"
+#include "jobs/jobs_priv.h"
+#include "report/pr_body.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <inttypes.h>
+
+/*
+ * Everything the job loop puts on the forge, each step idempotent: an
+ * object is looked up in forge_objects first, then on the forge by its
+ * marker (the window between creating it and recording it), and only
+ * then created; its record is written in its own transaction right after.
+ * Review comments are the one thing the forge cannot look up by marker:
+ * their record is written BEFORE they are posted, so a crash in between
+ * loses one review instead of posting it twice.
+ */
+
+
+static int put_object(struct kb_jobs *j, const struct runner *r, const char *kind,
+		      const char *marker, const char *remote_id, const char *url,
+		      const char *hash)
+{
+	int rc;
+
+	if (kb_state_begin(j->st))
+		return -1;
+	rc = jdb_object_put(j->st, r->job.repository_id, r->job.id, kind, marker, remote_id, url,
+			    hash);
+	if (rc) {
+		kb_state_rollback(j->st);
+		return -1;
+	}
+	return kb_state_commit(j->st);
+}
+
+/* Post or edit the comment with marker on pr; recorded in forge_objects. */
+static int put_comment(struct kb_jobs *j, int64_t repo_id, int64_t job_id, const char *repo,
+		       int64_t pr, const char *marker, const char *body)
+{
+	struct jobject obj = { 0 };
+	struct kb_forge_comment found = KB_FORGE_COMMENT_INIT;
+	char hash[65], idbuf[32];
+	int64_t id = 0;
+	int rc;
+
+	kb_body_hash(body, hash);
+	rc = jdb_object_get(j->st, &obj, repo_id, "comment", marker);
+	if (rc && rc != KB_ENOTFOUND)
+		goto out;
+	if (!rc && obj.body_hash && !strcmp(obj.body_hash, hash)) {
+		rc = 0; /* unchanged: no call */
+		goto out;
+	}
+	if (!rc && obj.remote_id && !kb_parse_i64(obj.remote_id, &id) && id > 0) {
+		rc = kb_forge_edit_comment(j->forge, repo, id, body);
+		if (rc == KB_ENOTFOUND) { /* deleted by someone: post a new one */
+			log_info("%s#%" PRId64 ": progress comment %" PRId64 " is gone; posting a new one",
+				 repo, pr, id);
+			id = 0;
+		} else if (rc) {
+			goto out;
+		}
+	} else {
+		id = 0;
+	}
+	if (!id) {
+		/* posted by an earlier run that died before recording it? */
+		rc = kb_forge_find_comment(j->forge, &found, repo, pr, marker);
+		if (!rc) {
+			id = found.id;
+			if ((rc = kb_forge_edit_comment(j->forge, repo, id, body)))
+				goto out;
+		} else if (rc == KB_ENOTFOUND) {
+			if ((rc = kb_forge_post_comment(j->forge, &id, repo, pr, body)))
+				goto out;
+		} else {
+			goto out;
+		}
+	}
+	xsnprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
+	if (kb_state_begin(j->st)) {
+		rc = -1;
+		goto out;
+	}
+	if (jdb_object_put(j->st, repo_id, job_id, "comment", marker, idbuf, found.url, hash)) {
+		kb_state_rollback(j->st);
+		rc = -1;
+		goto out;
+	}
+	rc = kb_state_commit(j->st);
+out:
+	kb_forge_comment_release(&found);
+	jobject_release(&obj);
+	return rc;
+}
+
+int jpub_progress(struct kb_jobs *j, struct runner *r, bool force)
+{
+	struct strbuf marker = STRBUF_INIT, body = STRBUF_INIT;
+	int64_t now = kb_now_ms();
+	int rc = 0;
+
+	if (!force && r->last_edit_ms &&
+	    now - r->last_edit_ms < j->cfg->bot_progress_interval_s * 1000)
+		goto out;
+	jrender_progress_marker(&marker, r->job.pr_number);
+	if ((rc = jrender_progress(j, &r->trig, r, &body)))
+		goto out;
+	rc = put_comment(j, r->job.repository_id, r->job.id, r->trig.repo, r->job.pr_number,
+			 marker.buf, body.buf);
+	if (!rc)
+		r->last_edit_ms = now;
+out:
+	strbuf_release(&marker);
+	strbuf_release(&body);
+	return rc;
+}
+
+int jpub_progress_of(struct kb_jobs *j, const struct jtrigger *t, const char *body)
+{
+	struct strbuf marker = STRBUF_INIT, rendered = STRBUF_INIT;
+	int rc;
+
+	jrender_progress_marker(&marker, t->pr);
+	if (!body) {
+		if ((rc = jrender_progress(j, t, NULL, &rendered)))
+			goto out;
+		body = rendered.buf;
+	}
+	rc = put_comment(j, t->repo_id, 0, t->repo, t->pr, marker.buf, body);
+out:
+	strbuf_release(&marker);
+	strbuf_release(&rendered);
+	return rc;
+}
+
+int jpub_labels(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr,
+		int64_t trigger_id, int64_t job_id, enum kb_job_state as)
+{
+	static const char *const names[] = { "kernelbot:running", "kernelbot:done",
+					     "kernelbot:failed" };
+	static const char *const count_sql =
+		"SELECT count(*) FROM jobs WHERE trigger_id = ? AND "
+		"(CASE WHEN id = ? THEN ? ELSE state END) IN (?, ?)";
+	const char *as_name = kb_job_state_name(as);
+	struct kb_forge_pr cur = KB_FORGE_PR_INIT;
+	int64_t pending = 0, failed = 0, done = 0;
+	int want = -1, rc;
+
+	if (jdb_int(j->st, &pending, count_sql, "iittt", trigger_id, job_id, as_name, "queued",
+		    "running") ||
+	    jdb_int(j->st, &failed, count_sql, "iittt", trigger_id, job_id, as_name, "failed",
+		    "failed") ||
+	    jdb_int(j->st, &done, count_sql, "iittt", trigger_id, job_id, as_name, "done", "done"))
+		return -1;
+	if (pending)
+		want = 0;
+	else if (failed)
+		want = 2;
+	else if (done)
+		want = 1;
+	(void)repo_id;
+	if ((rc = kb_forge_get_pr(j->forge, &cur, repo, pr)))
+		goto out;
+	for (int i = 0; i < (int)ARRAY_SIZE(names); i++) {
+		bool has = false;
+
+		for (size_t k = 0; k < cur.labels.nr; k++)
+			if (!strcmp(cur.labels.v[k], names[i]))
+				has = true;
+		if (i == want && !has)
+			rc = kb_forge_add_labels(j->forge, repo, pr, &names[i], 1);
+		else if (i != want && has)
+			rc = kb_forge_remove_label(j->forge, repo, pr, names[i]);
+		if (rc)
+			goto out;
+	}
+out:
+	kb_forge_pr_release(&cur);
+	return rc;
+}
+
+int jpub_status(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf marker = STRBUF_INIT, name = STRBUF_INIT, title = STRBUF_INIT;
+	struct strbuf summary = STRBUF_INIT;
+	struct jobject obj = { 0 };
+	struct kb_forge_check check;
+	int64_t id = 0;
+	char idbuf[32];
+	bool faster = false;
+	int rc;
+
+	strbuf_addf(&marker, "check:%" PRId64, r->job.id);
+	rc = jdb_object_get(j->st, &obj, r->job.repository_id, "check_run", marker.buf);
+	if (rc && rc != KB_ENOTFOUND)
+		goto out;
+	if (!rc && obj.remote_id && kb_parse_i64(obj.remote_id, &id))
+		id = 0;
+	if ((rc = jrender_check(j, r, &title, &summary, &faster)))
+		goto out;
+	strbuf_addf(&name, "%s / %s", j->cfg->bot_check_name, r->slug.buf);
+	memset(&check, 0, sizeof(check));
+	check.name = name.buf;
+	check.head_sha = r->job.head_sha;
+	switch (r->job.state) {
+	case KB_JOB_QUEUED:
+		check.status = KB_CHECK_QUEUED;
+		break;
+	case KB_JOB_RUNNING:
+		check.status = KB_CHECK_IN_PROGRESS;
+		break;
+	case KB_JOB_DONE:
+		check.status = KB_CHECK_COMPLETED;
+		check.conclusion = faster ? KB_CONCLUSION_SUCCESS : KB_CONCLUSION_NEUTRAL;
+		break;
+	case KB_JOB_FAILED:
+		check.status = KB_CHECK_COMPLETED;
+		check.conclusion = KB_CONCLUSION_FAILURE;
+		break;
+	case KB_JOB_CANCELLED:
+		check.status = KB_CHECK_COMPLETED;
+		check.conclusion = KB_CONCLUSION_CANCELLED;
+		break;
+	}
+	check.title = title.buf;
+	check.summary = summary.buf;
+	check.details_url = r->pr_url.len ? r->pr_url.buf : r->pr.url;
+	rc = kb_forge_report(j->forge, &id, r->trig.repo, &check);
+	if (rc == KB_ENOTFOUND && id) { /* the check run is gone: make a new one */
+		id = 0;
+		rc = kb_forge_report(j->forge, &id, r->trig.repo, &check);
+	}
+	if (rc)
+		goto out;
+	if (id) {
+		xsnprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
+		rc = put_object(j, r, "check_run", marker.buf, idbuf, NULL, NULL);
+	}
+out:
+	jobject_release(&obj);
+	strbuf_release(&marker);
+	strbuf_release(&name);
+	strbuf_release(&title);
+	strbuf_release(&summary);
+	return rc;
+}
+
+int jpub_review(struct kb_jobs *j, struct runner *r, double best)
+{
+	struct strbuf marker = STRBUF_INIT, body = STRBUF_INIT;
+	struct kb_forge_review rev;
+	double prev = r->reviewed;
+	int64_t id = 0;
+	char idbuf[32];
+	int changes = 0, rc = 0;
+
+	if (!(best > 1.0))
+		return 0;
+	if (prev > 0 && best < prev * (1.0 + j->cfg->bot_improve_margin))
+		return 0;
+	strbuf_addf(&marker, "review:%" PRId64 ":%.3f", r->job.id, best);
+	/* recorded first: at most one review per level, even across a crash */
+	if (kb_state_begin(j->st))
+		goto fail;
+	if (jdb_run(j->st, &changes,
+		    "INSERT OR IGNORE INTO forge_objects (job_id, repository_id, kind, marker,"
+		    " created_at, updated_at) VALUES (?, ?, 'review_comment', ?, ?, ?)",
+		    "iitii", r->job.id, r->job.repository_id, marker.buf, kb_wall_s(), kb_wall_s()) ||
+	    jdb_run(j->st, NULL, "UPDATE jobs SET reviewed_speedup = ? WHERE id = ?", "di", best,
+		    r->job.id)) {
+		kb_state_rollback(j->st);
+		goto fail;
+	}
+	if (kb_state_commit(j->st))
+		goto fail;
+	r->reviewed = best;
+	if (!changes)
+		goto out;
+	if (jrender_review(j, r, &body, best, prev))
+		goto fail;
+	memset(&rev, 0, sizeof(rev));
+	rev.commit_sha = r->job.head_sha;
+	rev.body = body.buf;
+	rc = kb_forge_post_review(j->forge, &id, r->trig.repo, r->job.pr_number, &rev);
+	if (!rc && id) {
+		xsnprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
+		rc = put_object(j, r, "review_comment", marker.buf, idbuf, NULL, NULL);
+	}
+	goto out;
+fail:
+	rc = -1;
+out:
+	strbuf_release(&marker);
+	strbuf_release(&body);
+	return rc;
+}
+
+/* --- the result: branch, commit, push, pull request --- */
+
+#define MAX_RESULT_FILES 64
+#define MAX_RESULT_TOTAL (32 * 1024 * 1024)
+
+struct rfile {
+	char *rel;           /* path inside the output dir */
+	struct strbuf data;
+};
+
+struct rfiles {
+	struct rfile *v;
+	size_t nr;
+	size_t total;
+};
+
+static void rfiles_release(struct rfiles *fs)
+{
+	for (size_t i = 0; i < fs->nr; i++) {
+		free(fs->v[i].rel);
+		strbuf_release(&fs->v[i].data);
+	}
+	free(fs->v);
+	memset(fs, 0, sizeof(*fs));
+}
+
+static int cmp_rfile(const void *a, const void *b)
+{
+	return strcmp(((const struct rfile *)a)->rel, ((const struct rfile *)b)->rel);
+}
+
+/*
+ * Every regular file under dir/rel (the child's output: kernel, binding,
+ * evidence, report, the ABI headers and the reference the binding loads),
+ * hidden entries and links skipped, within the caps.
+ */
+static int walk(struct rfiles *fs, const char *dir, const char *rel, int depth)
+{
+	struct strbuf path = STRBUF_INIT;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	strbuf_addf(&path, "%s%s%s", dir, *rel ? "/" : "", rel);
+	d = opendir(path.buf);
+	if (!d) {
+		rc = error_errno("could not read '%s'", path.buf);
+		goto out;
+	}
+	while (!rc && (de = readdir(d))) {
+		struct strbuf child = STRBUF_INIT, full = STRBUF_INIT;
+		struct stat sb;
+
+		if (de->d_name[0] == '.')
+			continue;
+		strbuf_addf(&child, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		strbuf_addf(&full, "%s/%s", dir, child.buf);
+		if (lstat(full.buf, &sb)) {
+			rc = error_errno("could not stat '%s'", full.buf);
+		} else if (S_ISDIR(sb.st_mode) && depth < 4) {
+			rc = walk(fs, dir, child.buf, depth + 1);
+		} else if (S_ISREG(sb.st_mode)) {
+			if (fs->nr >= MAX_RESULT_FILES || fs->total + (size_t)sb.st_size > MAX_RESULT_TOTAL) {
+				rc = error("the result in '%s' has too many or too large files", dir);
+			} else {
+				fs->v = xrealloc(fs->v, (fs->nr + 1) * sizeof(*fs->v));
+				strbuf_init(&fs->v[fs->nr].data, 0);
+				if (strbuf_read_file(&fs->v[fs->nr].data, full.buf, MAX_RESULT_TOTAL)) {
+					strbuf_release(&fs->v[fs->nr].data);
+					rc = error("could not read '%s'", full.buf);
+				} else {
+					fs->total += fs->v[fs->nr].data.len;
+					fs->v[fs->nr++].rel = strbuf_detach(&child, NULL);
+				}
+			}
+		}
+		strbuf_release(&child);
+		strbuf_release(&full);
+	}
+	closedir(d);
+out:
+	strbuf_release(&path);
+	return rc;
+}
+
+static int read_results(struct runner *r, struct rfiles *fs)
+{
+	if (walk(fs, r->out.buf, "", 0))
+		return -1;
+	qsort(fs->v, fs->nr, sizeof(*fs->v), cmp_rfile);
+	for (size_t i = 0; i < fs->nr; i++)
+		if (!strncmp(fs->v[i].rel, "kernel.c", 8))
+			return 0;
+	return error("job %" PRId64 " produced no kernel in '%s'", r->job.id, r->out.buf);
+}
+
+static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
+			  struct strbuf *note)
+{
+	struct rfiles fs = { 0 };
+	struct kb_git_file *gf = NULL;
+	struct strbuf all = STRBUF_INIT, msg = STRBUF_INIT;
+	struct strvec paths = STRVEC_INIT;
+	struct jobject obj = { 0 };
+	char hash[65], sha[KB_GIT_SHA_SIZE], remote[KB_GIT_SHA_SIZE];
+	int rc;
+
+	if ((rc = read_results(r, &fs)))
+		goto out;
+	gf = xcalloc(fs.nr, sizeof(*gf));
+	for (size_t i = 0; i < fs.nr; i++) {
+		const char *p = strvec_pushf(&paths, "kernelbot/%s/%s", r->slug.buf, fs.v[i].rel);
+
+		gf[i].path = p;
+		gf[i].data = fs.v[i].data.buf;
+		gf[i].len = fs.v[i].data.len;
+		gf[i].mode = 0644;
+		strbuf_addf(&all, "%s\n%zu\n", p, fs.v[i].data.len);
+		strbuf_add(&all, fs.v[i].data.buf, fs.v[i].data.len);
+	}
+	strbuf_addf(&all, "parent %s\n", r->job.head_sha);
+	jhash(hash, all.buf);
+
+	/* already pushed this very content? (a restart after the push) */
+	rc = jdb_object_get(j->st, &obj, r->job.repository_id, "branch", r->branch.buf);
+	if (rc && rc != KB_ENOTFOUND)
+		goto out;
+	if (!rc && obj.body_hash && obj.remote_id && !strcmp(obj.body_hash, hash) &&
+	    !kb_git_remote_branch_head(r->git, NULL, r->branch.buf, NULL, remote) &&
+	    !strcmp(remote, obj.remote_id)) {
+		log_info("job %" PRId64 ": branch '%s' already holds the result", r->job.id,
+			 r->branch.buf);
+		rc = 0;
+		goto out;
+	}
+	strbuf_addf(&msg, "kernelbot: %s %.2fx faster\n\nKernel, torch binding and evidence for "
+		    "%s at %s,\nfound and verified by kernelbot for #%" PRId64 ".\n",
+		    r->slug.buf, speedup, r->job.operator_path, r->job.head_sha, r->job.pr_number);
+	if ((rc = kb_git_commit_files(r->git, r->branch.buf, r->job.head_sha, gf, fs.nr, msg.buf,
+				      j->cfg->bot_author_name, j->cfg->bot_author_email, sha)))
+		goto out;
+	rc = kb_git_publish_branch(r->git, NULL, r->branch.buf, j->cfg->bot_author_email, NULL);
+	if (rc == KB_GIT_ENOTOURS) {
+		strbuf_addf(note, "Someone else committed to `%s`; kernelbot leaves that branch "
+			    "alone and did not update it.", r->branch.buf);
+		goto out;
+	}
+	if (rc)
+		goto out;
+	rc = put_object(j, r, "branch", r->branch.buf, sha, NULL, hash);
+out:
+	rfiles_release(&fs);
+	free(gf);
+	strvec_clear(&paths);
+	jobject_release(&obj);
+	strbuf_release(&all);
+	strbuf_release(&msg);
+	return rc;
+}
+
+int jpub_result(struct kb_jobs *j, struct runner *r, double speedup)
+{
+	struct strbuf marker = STRBUF_INIT, title = STRBUF_INIT, body = STRBUF_INIT;
+	struct strbuf note = STRBUF_INIT, kernel_path = STRBUF_INIT;
+	struct kb_forge_pr pr = KB_FORGE_PR_INIT;
+	struct kb_forge_new_pr spec;
+	struct jobject obj = { 0 };
+	char hash[65], num[32];
+	int64_t number = 0;
+	const char *base;
+	bool have = false;
+	int rc;
+
+	rc = publish_branch(j, r, speedup, &note);
+	if (rc == KB_GIT_ENOTOURS) {
+		strbuf_addf(&r->notes, "%s\n", note.buf);
+		goto out;
+	}
+	if (rc)
+		goto out;
+
+	/* the record's key; the body carries the report's own "pr" marker */
+	strbuf_addf(&marker, "pr:%" PRId64 ":%s", r->job.pr_number, r->slug.buf);
+	if ((rc = jrender_pr(j, r, &title, &body, &kernel_path)))
+		goto out;
+	kb_body_hash(body.buf, hash);
+	rc = jdb_object_get(j->st, &obj, r->job.repository_id, "pull_request", marker.buf);
+	if (rc && rc != KB_ENOTFOUND)
+		goto out;
+	if (!rc && obj.remote_id && !kb_parse_i64(obj.remote_id, &number) && number > 0) {
+		rc = kb_forge_get_pr(j->forge, &pr, r->trig.repo, number);
+		if (rc && rc != KB_ENOTFOUND)
+			goto out;
+		have = !rc && pr.state && !strcmp(pr.state, "open");
+	}
+	if (!have) {
+		/* opened by an earlier run that died before recording it? */
+		rc = kb_forge_find_pr_by_head(j->forge, &pr, r->trig.repo, r->branch.buf);
+		if (rc && rc != KB_ENOTFOUND)
+			goto out;
+		have = !rc && pr.state && !strcmp(pr.state, "open");
+	}
+	if (have) {
+		if (!obj.body_hash || strcmp(obj.body_hash, hash) || number != pr.number ||
+		    !pr.title || strcmp(pr.title, title.buf)) {
+			if ((rc = kb_forge_update_pr(j->forge, r->trig.repo, pr.number, title.buf,
+						     body.buf)))
+				goto out;
+		}
+	} else {
+		/* same repository: onto the labelled branch; a fork's: onto its base */
+		base = r->pr.head_repo && !strcasecmp(r->pr.head_repo, r->trig.repo) && r->pr.head_ref
+			       ? r->pr.head_ref : r->pr.base_ref;
+		memset(&spec, 0, sizeof(spec));
+		spec.head = r->branch.buf;
+		spec.base = base;
+		spec.title = title.buf;
+		spec.body = body.buf;
+		rc = kb_forge_open_pr(j->forge, &pr, r->trig.repo, &spec);
+		if (rc == KB_EEXISTS && pr.number > 0)
+			rc = kb_forge_update_pr(j->forge, r->trig.repo, pr.number, title.buf, body.buf);
+		if (rc)
+			goto out;
+	}
+	xsnprintf(num, sizeof(num), "%" PRId64, pr.number);
+	rc = put_object(j, r, "pull_request", marker.buf, num, pr.url, hash);
+	if (!rc) {
+		strbuf_reset(&r->pr_url);
+		strbuf_addstr(&r->pr_url, pr.url ? pr.url : "");
+		r->pr_number = pr.number;
+	}
+out:
+	kb_forge_pr_release(&pr);
+	jobject_release(&obj);
+	strbuf_release(&marker);
+	strbuf_release(&title);
+	strbuf_release(&body);
+	strbuf_release(&note);
+	strbuf_release(&kernel_path);
+	return rc;
+}

@@ -1,0 +1,360 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/util.h"
+#include "jobs/jobs_priv.h"
+#include "report/comments.h"
+#include "report/markdown.h"
+#include "report/pr_body.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+
+/*
+ * From the job loop's state to the report layer's structs (report/): the
+ * progress comment of a labelled pull request (every job of its trigger),
+ * the bot's pull request, review comments and check summaries. The
+ * runner passed as `self` is shown as it is in memory (its final state is
+ * written to the store only after the forge was told).
+ */
+
+#define MAX_JSON_FILE (16 * 1024 * 1024)
+
+static double jnum(const cJSON *o, const char *key, double def)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+cJSON *jread_json(const char *dir, const char *name)
+{
+	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
+	cJSON *j = NULL;
+
+	strbuf_addf(&path, "%s/%s", dir, name);
+	if (kb_is_file(path.buf) && !strbuf_read_file(&data, path.buf, MAX_JSON_FILE))
+		j = cJSON_Parse(data.buf);
+	strbuf_release(&path);
+	strbuf_release(&data);
+	return j;
+}
+
+void jrender_progress_marker(struct strbuf *out, int64_t pr)
+{
+	kb_progress_marker(out, pr);
+}
+
+/* The report's stage of a job from its state, stage and the child's progress. */
+static enum kb_stage stage_of(enum kb_job_state state, const char *stage, const cJSON *progress)
+{
+	const char *ps = jstr(progress, "stage");
+
+	switch (state) {
+	case KB_JOB_QUEUED:
+		return KB_STAGE_QUEUED;
+	case KB_JOB_DONE:
+		return KB_STAGE_DONE;
+	case KB_JOB_FAILED:
+		return KB_STAGE_FAILED;
+	case KB_JOB_CANCELLED:
+		return KB_STAGE_CANCELLED;
+	case KB_JOB_RUNNING:
+		break;
+	}
+	if (!stage || !strcmp(stage, "fetch") || !strcmp(stage, "start"))
+		return KB_STAGE_FETCHING;
+	if (!strcmp(stage, "publish") || !strcmp(stage, "finished"))
+		return KB_STAGE_OPENING_PR;
+	if (!ps || !strcmp(ps, "analyse"))
+		return KB_STAGE_ANALYSING;
+	if (!strcmp(ps, "final check"))
+		return KB_STAGE_VERIFYING;
+	return KB_STAGE_TUNING;
+}
+
+/* One row of the progress table (strings point into keep, freed by the caller). */
+struct prow {
+	struct kb_progress_job pj;
+	cJSON *progress, *result;
+	char *op, *err, *stage;
+};
+
+static void fill_row(struct prow *row, enum kb_job_state state, int64_t started, int64_t finished,
+		     double best)
+{
+	struct kb_progress_job *pj = &row->pj;
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(row->result, "pr_url");
+	int64_t now = kb_wall_s();
+
+	pj->operator_path = row->op;
+	pj->stage = stage_of(state, row->stage, row->progress);
+	if (pj->stage == KB_STAGE_TUNING) {
+		pj->tune_done = (int)jnum(row->progress, "done", 0);
+		pj->tune_total = (int)jnum(row->progress, "total", 0);
+	}
+	pj->best_speedup = best > 0 ? best : jnum(row->progress, "best_speedup", 0);
+	pj->candidates = (int64_t)jnum(row->progress, "candidates", 0);
+	if (started)
+		pj->elapsed_s = (double)((finished && state != KB_JOB_RUNNING ? finished : now) - started);
+	if (cJSON_IsString(u) && *u->valuestring) {
+		pj->bot_pr_url = u->valuestring;
+		pj->bot_pr_number = (int64_t)jnum(row->result, "pr_number", 0);
+	}
+	if (state == KB_JOB_FAILED)
+		pj->error = row->err;
+}
+
+int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner *self,
+		     struct strbuf *out)
+{
+	struct kb_forge_pr cur = KB_FORGE_PR_INIT;
+	struct prow *rows = NULL;
+	struct kb_progress_job *pjs = NULL;
+	struct kb_progress p;
+	struct kb_marker m;
+	sqlite3_stmt *stmt = NULL;
+	size_t nr = 0, alloc = 0;
+	int rc = -1;
+
+	if (sqlite3_prepare_v2(kb_state_db(j->st),
+			       "SELECT id, operator, state, stage, progress, best_speedup, error, result,"
+			       " started_at, finished_at FROM jobs WHERE trigger_id = ? ORDER BY id",
+			       -1, &stmt, NULL) != SQLITE_OK) {
+		error("could not query jobs in '%s'", kb_state_path(j->st));
+		goto out;
+	}
+	sqlite3_bind_int64(stmt, 1, t->id);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		struct prow *row;
+		enum kb_job_state state = KB_JOB_QUEUED;
+		const char *s;
+		int64_t id = sqlite3_column_int64(stmt, 0);
+
+		if (nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			rows = xrealloc(rows, alloc * sizeof(*rows));
+		}
+		row = &rows[nr++];
+		memset(row, 0, sizeof(*row));
+		row->pj.job_id = id;
+		s = (const char *)sqlite3_column_text(stmt, 1);
+		row->op = xstrdup(s ? s : "?");
+		kb_job_state_parse((const char *)sqlite3_column_text(stmt, 2), &state);
+		s = (const char *)sqlite3_column_text(stmt, 3);
+		row->stage = s ? xstrdup(s) : NULL;
+		if (self && self->job.id == id) {
+			/* the runner's own view is newer than its row */
+			state = self->job.state;
+			free(row->stage);
+			row->stage = xstrdup(self->stage.buf);
+			row->progress = self->progress.len ? cJSON_Parse(self->progress.buf) : NULL;
+			row->err = self->error.len ? xstrdup(self->error.buf) : NULL;
+			if (self->pr_url.len) {
+				row->result = cJSON_CreateObject();
+				cJSON_AddStringToObject(row->result, "pr_url", self->pr_url.buf);
+				cJSON_AddNumberToObject(row->result, "pr_number", (double)self->pr_number);
+			}
+			fill_row(row, state, sqlite3_column_int64(stmt, 8), kb_wall_s(), self->best);
+			continue;
+		}
+		s = (const char *)sqlite3_column_text(stmt, 4);
+		row->progress = s ? cJSON_Parse(s) : NULL;
+		s = (const char *)sqlite3_column_text(stmt, 6);
+		row->err = s ? xstrdup(s) : NULL;
+		s = (const char *)sqlite3_column_text(stmt, 7);
+		row->result = s ? cJSON_Parse(s) : NULL;
+		fill_row(row, state, sqlite3_column_int64(stmt, 8), sqlite3_column_int64(stmt, 9),
+			 sqlite3_column_double(stmt, 5));
+	}
+	if (!nr) {
+		error("trigger %" PRId64 " has no jobs", t->id);
+		goto out;
+	}
+	pjs = xcalloc(nr, sizeof(*pjs));
+	for (size_t i = 0; i < nr; i++)
+		pjs[i] = rows[i].pj;
+	memset(&p, 0, sizeof(p));
+	p.repo = t->repo;
+	p.pr_number = t->pr;
+	p.head_sha = t->head_sha;
+	p.label = j->cfg->bot_label;
+	p.jobs = pjs;
+	p.nr = nr;
+	if (self && self->pr.head_sha)
+		p.current_head_sha = self->pr.head_sha;
+	if (kb_progress_comment(out, &p))
+		goto out;
+	/* notes (repository config warnings, a branch left alone) go above the marker */
+	if (self && self->notes.len && !kb_marker_find(out->buf, "progress", &m)) {
+		struct strbuf notes = STRBUF_INIT, tail = STRBUF_INIT;
+
+		strbuf_addstr(&tail, out->buf + m.offset);
+		strbuf_setlen(out, m.offset);
+		strbuf_addstr(&notes, "\nNotes:\n");
+		for (const char *s = self->notes.buf; *s;) {
+			const char *nl = strchrnul(s, '\n');
+			char *line = xstrndup(s, (size_t)(nl - s));
+
+			strbuf_addstr(&notes, "- ");
+			kb_md_escape_n(&notes, line, 500);
+			strbuf_addch(&notes, '\n');
+			free(line);
+			s = *nl ? nl + 1 : nl;
+		}
+		strbuf_addf(out, "%s\n%s", notes.buf, tail.buf);
+		strbuf_release(&notes);
+		strbuf_release(&tail);
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	for (size_t i = 0; i < nr; i++) {
+		cJSON_Delete(rows[i].progress);
+		cJSON_Delete(rows[i].result);
+		free(rows[i].op);
+		free(rows[i].err);
+		free(rows[i].stage);
+	}
+	free(rows);
+	free(pjs);
+	kb_forge_pr_release(&cur);
+	return rc;
+}
+
+/* The best-speedup series the runner kept in history.json. */
+static struct kb_speedup_point *read_history(struct runner *r, size_t *nr)
+{
+	cJSON *h = jread_json(r->dir.buf, "history.json"), *e;
+	struct kb_speedup_point *pts = NULL;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(e, h) {
+		pts = xrealloc(pts, (n + 1) * sizeof(*pts));
+		pts[n].t = (int64_t)jnum(e, "t", 0);
+		pts[n].speedup = jnum(e, "speedup", 0);
+		n++;
+	}
+	cJSON_Delete(h);
+	*nr = n;
+	return pts;
+}
+
+int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct strbuf *body,
+	       struct strbuf *kernel_path)
+{
+	cJSON *ev = jread_json(r->out.buf, "evidence.json");
+	cJSON *kj = jread_json(r->out.buf, "kernel.json");
+	const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
+	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT;
+	struct kb_pr_report rep;
+	struct kb_speedup_point *hist;
+	const char *src = jstr(kj, "source");
+	size_t nh = 0;
+	int rc = -1;
+
+	hist = read_history(r, &nh);
+	strbuf_reset(kernel_path);
+	strbuf_addf(kernel_path, "kernelbot/%s/%s", r->slug.buf,
+		    src && !strchr(src, '/') ? src : "kernel.cu");
+	strbuf_addf(&binding, "kernelbot/%s", r->slug.buf);
+	strbuf_addf(&evpath, "kernelbot/%s/evidence.json", r->slug.buf);
+	memset(&rep, 0, sizeof(rep));
+	rep.job.id = r->job.id;
+	rep.job.repo = r->trig.repo;
+	rep.job.pr_number = r->job.pr_number;
+	rep.job.head_sha = r->job.head_sha;
+	rep.job.operator_path = r->job.operator_path;
+	rep.job.backend = jstr(kj, "backend");
+	rep.job.state = "done";
+	rep.evidence = ev;
+	rep.search.candidates = (int64_t)jnum(tuning, "points_tried", 0);
+	rep.search.verified = (int64_t)jnum(tuning, "verified", 0);
+	rep.search.generations = (int64_t)jnum(tuning, "points_tried", 0);
+	rep.search.generations_label = "template points";
+	rep.search.wall_s = jnum(tuning, "seconds", 0);
+	rep.search.proposer = "built-in templates";
+	rep.history = hist;
+	rep.history_nr = nh;
+	rep.branch = r->branch.buf;
+	rep.kernel_path = kernel_path->buf;
+	rep.binding_dir = binding.buf;
+	rep.evidence_path = evpath.buf;
+	if (!ev) {
+		error("job %" PRId64 ": no evidence.json in '%s'", r->job.id, r->out.buf);
+		goto out;
+	}
+	if (kb_pr_title(title, &rep) || kb_pr_body(body, &rep, NULL))
+		goto out;
+	rc = 0;
+	(void)j;
+out:
+	cJSON_Delete(ev);
+	cJSON_Delete(kj);
+	free(hist);
+	strbuf_release(&binding);
+	strbuf_release(&evpath);
+	return rc;
+}
+
+int jrender_review(struct kb_jobs *j, struct runner *r, struct strbuf *out, double best,
+		   double previous)
+{
+	struct kb_review_info ri;
+
+	memset(&ri, 0, sizeof(ri));
+	ri.job_id = r->job.id;
+	ri.operator_path = r->job.operator_path;
+	ri.old_speedup = previous;
+	ri.new_speedup = best;
+	ri.url = r->pr_url.len ? r->pr_url.buf : NULL;
+	ri.proposer = "built-in templates";
+	(void)j;
+	return kb_review_body(out, &ri);
+}
+
+/* The report's view of the runner, for status descriptions and checks. */
+static void self_job(struct runner *r, struct kb_progress_job *pj, cJSON **progress)
+{
+	memset(pj, 0, sizeof(*pj));
+	*progress = r->progress.len ? cJSON_Parse(r->progress.buf) : NULL;
+	pj->job_id = r->job.id;
+	pj->operator_path = r->job.operator_path;
+	pj->stage = stage_of(r->job.state, r->stage.buf, *progress);
+	if (pj->stage == KB_STAGE_TUNING) {
+		pj->tune_done = (int)jnum(*progress, "done", 0);
+		pj->tune_total = (int)jnum(*progress, "total", 0);
+	}
+	pj->best_speedup = r->best;
+	pj->candidates = (int64_t)jnum(*progress, "candidates", 0);
+	pj->elapsed_s = r->job.started_at ? (double)(kb_wall_s() - r->job.started_at) : 0;
+	pj->bot_pr_url = r->pr_url.len ? r->pr_url.buf : NULL;
+	pj->bot_pr_number = r->pr_number;
+	pj->error = r->error.len ? r->error.buf : NULL;
+}
+
+int jrender_check(struct kb_jobs *j, struct runner *r, struct strbuf *title,
+		  struct strbuf *summary, bool *faster)
+{
+	struct kb_progress_job pj;
+	cJSON *progress, *ev = NULL;
+	int rc;
+
+	self_job(r, &pj, &progress);
+	if (r->job.state == KB_JOB_DONE)
+		ev = jread_json(r->out.buf, "evidence.json");
+	rc = kb_check_render(title, summary, &pj, r->job.head_sha, ev);
+	*faster = kb_stage_faster(&pj);
+	cJSON_Delete(progress);
+	cJSON_Delete(ev);
+	(void)j;
+	return rc;
+}

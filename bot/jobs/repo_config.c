@@ -1,0 +1,164 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "jobs/jobs.h"
+
+#include <inttypes.h>
+
+#include <ini.h>
+
+/*
+ * A repository's .kernelbot.ini: which operators, and what it asks of the
+ * search. The repository is untrusted and its file is read at the pinned
+ * head sha, so everything it asks is bounded by the daemon's own config,
+ * and a mistake in it is a warning in the progress comment, not a failed
+ * job.
+ *
+ *   [operators]
+ *   paths = ops/relu.py, tasks/softmax
+ *   [kernelbot]
+ *   budget_s = 600     ; at most [bot] max_time_budget_s
+ *   atol = 1e-5        ; fp32 tolerances, never looser than [harness]
+ *   rtol = 1e-5
+ *   max_configs = 8    ; at most [harness] max_configs
+ */
+
+#define MAX_REPO_PATHS 100
+
+struct parse_ctx {
+	struct kb_repo_config *out;
+	const struct kb_config *cfg;
+	struct strbuf *why;
+};
+
+static void add_path(struct kb_repo_config *rc, const char *p, size_t len)
+{
+	while (len && (*p == ' ' || *p == '\t'))
+		p++, len--;
+	while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+		len--;
+	while (len > 1 && p[len - 1] == '/')
+		len--;
+	if (!len || rc->nr_paths >= MAX_REPO_PATHS)
+		return;
+	rc->paths = xrealloc(rc->paths, (rc->nr_paths + 2) * sizeof(*rc->paths));
+	rc->paths[rc->nr_paths++] = xstrndup(p, len);
+	rc->paths[rc->nr_paths] = NULL;
+}
+
+/* A path inside the repository: relative, no "..", no control characters. */
+static bool path_ok(const char *p)
+{
+	const char *seg = p;
+
+	if (!*p || *p == '/')
+		return false;
+	for (const char *q = p;; q++) {
+		if (*q == '/' || !*q) {
+			size_t n = (size_t)(q - seg);
+
+			if ((n == 2 && !strncmp(seg, "..", 2)) || (n == 1 && *seg == '.'))
+				return false;
+			if (!*q)
+				return true;
+			seg = q + 1;
+		} else if ((unsigned char)*q < 0x20 || *q == 0x7f || *q == '\\') {
+			return false;
+		}
+	}
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct parse_ctx *ctx = user;
+	struct kb_repo_config *rc = ctx->out;
+	const struct kb_config *cfg = ctx->cfg;
+	int64_t i;
+	double d;
+
+	if (!strcmp(section, "operators") && !strcmp(name, "paths")) {
+		const char *p = value;
+
+		for (;;) {
+			const char *end = strchr(p, ',');
+			size_t len = end ? (size_t)(end - p) : strlen(p);
+			size_t before = rc->nr_paths;
+
+			add_path(rc, p, len);
+			if (rc->nr_paths > before && !path_ok(rc->paths[rc->nr_paths - 1])) {
+				strbuf_addf(ctx->why, "[operators] paths: '%s' is not a path in the repository; ignored\n",
+					    rc->paths[rc->nr_paths - 1]);
+				free(rc->paths[--rc->nr_paths]);
+				rc->paths[rc->nr_paths] = NULL;
+			}
+			if (!end)
+				break;
+			p = end + 1;
+		}
+		return 1;
+	}
+	if (!strcmp(section, "kernelbot") && !strcmp(name, "budget_s")) {
+		if (kb_parse_i64(value, &i) || i < 1) {
+			strbuf_addf(ctx->why, "[kernelbot] budget_s: '%s' is not a positive integer; ignored\n", value);
+			return 1;
+		}
+		if (i > cfg->bot_max_time_budget_s) {
+			strbuf_addf(ctx->why, "[kernelbot] budget_s: %" PRId64 " is above the bot's limit; %" PRId64 " used\n",
+				    i, cfg->bot_max_time_budget_s);
+			i = cfg->bot_max_time_budget_s;
+		}
+		rc->budget_s = i;
+		return 1;
+	}
+	if (!strcmp(section, "kernelbot") && (!strcmp(name, "atol") || !strcmp(name, "rtol"))) {
+		double limit = !strcmp(name, "atol") ? cfg->atol_fp32 : cfg->rtol_fp32;
+
+		if (kb_parse_double(value, &d) || !(d > 0) || d > 1) {
+			strbuf_addf(ctx->why, "[kernelbot] %s: '%s' is not a number in (0, 1]; ignored\n", name, value);
+			return 1;
+		}
+		if (d > limit) {
+			strbuf_addf(ctx->why, "[kernelbot] %s: %g is looser than the bot allows; %g used\n",
+				    name, d, limit);
+			d = limit;
+		}
+		*(!strcmp(name, "atol") ? &rc->atol : &rc->rtol) = d;
+		return 1;
+	}
+	if (!strcmp(section, "kernelbot") && !strcmp(name, "max_configs")) {
+		if (kb_parse_i64(value, &i) || i < 1) {
+			strbuf_addf(ctx->why, "[kernelbot] max_configs: '%s' is not a positive integer; ignored\n", value);
+			return 1;
+		}
+		if (i > cfg->max_configs)
+			i = cfg->max_configs;
+		rc->max_configs = i;
+		return 1;
+	}
+	strbuf_addf(ctx->why, "unknown key '%s' in section [%s]; ignored\n", name, section);
+	return 1;
+}
+
+void kb_repo_config_release(struct kb_repo_config *rc)
+{
+	for (size_t i = 0; i < rc->nr_paths; i++)
+		free(rc->paths[i]);
+	free(rc->paths);
+	memset(rc, 0, sizeof(*rc));
+}
+
+int kb_repo_config_parse(struct kb_repo_config *out, const char *text,
+			 const struct kb_config *cfg, struct strbuf *why)
+{
+	struct parse_ctx ctx = { out, cfg, why };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = ini_parse_string(text, handler, &ctx);
+	if (rc < 0)
+		return error("could not parse '.kernelbot.ini'");
+	if (rc > 0)
+		strbuf_addf(why, ".kernelbot.ini:%d: not 'key = value' or '[section]'; ignored\n", rc);
+	return 0;
+}

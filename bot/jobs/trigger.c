@@ -1,0 +1,386 @@
+#include "core/common.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "git/git.h"
+#include "jobs/jobs_priv.h"
+#include "report/markdown.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+
+/*
+ * Triggers: a labelled pull request becomes one trigger (the head sha
+ * pinned) and one job per operator; a removed label or /kernelbot stop
+ * cancels it; /kernelbot run replaces it with one on the current head.
+ */
+
+static int repo_id_of(struct kb_jobs *j, const char *repo, int64_t *id, bool create)
+{
+	if (create)
+		return kb_state_repo_upsert(j->st, id, j->forge->name, repo);
+	return jdb_int(j->st, id, "SELECT id FROM repositories WHERE forge = ? AND full_name = ?",
+		       "tt", j->forge->name, repo);
+}
+
+/* The progress comment says why nothing runs. */
+static void say_no_operator(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr,
+			    const char *sha, const char *notes)
+{
+	struct strbuf body = STRBUF_INIT;
+	struct jtrigger t = { 0 };
+
+	strbuf_addf(&body, "### kernelbot: nothing to optimise\n\nNo operator at `%.12s`: no "
+		    "changed file is a KernelBench operator (`class Model` and `get_inputs`) or a "
+		    "robust-kbench task folder (`func_forward.py` and `config_forward.json`), and "
+		    "`.kernelbot.ini` lists none.\n", sha);
+	if (notes && *notes) {
+		strbuf_addstr(&body, "\nNotes:\n");
+		for (const char *s = notes; *s;) {
+			const char *nl = strchrnul(s, '\n');
+			char *line = xstrndup(s, (size_t)(nl - s));
+
+			strbuf_addstr(&body, "- ");
+			kb_md_escape_n(&body, line, 500);
+			strbuf_addch(&body, '\n');
+			free(line);
+			s = *nl ? nl + 1 : nl;
+		}
+	}
+	strbuf_addch(&body, '\n');
+	jrender_progress_marker(&body, pr);
+	t.repo_id = repo_id;
+	t.repo = (char *)repo;
+	t.pr = pr;
+	if (jpub_progress_of(j, &t, body.buf))
+		log_warn("%s#%" PRId64 ": could not post the progress comment", repo, pr);
+	strbuf_release(&body);
+}
+
+/* Ids of the jobs of trigger tid in the given states ("'queued', 'running'"). */
+static int trigger_jobs(struct kb_jobs *j, int64_t tid, const char *states, int64_t **ids,
+			size_t *nr)
+{
+	struct strbuf sql = STRBUF_INIT;
+	sqlite3_stmt *stmt = NULL;
+	size_t alloc = 0;
+	int rc = 0;
+
+	*ids = NULL;
+	*nr = 0;
+	strbuf_addf(&sql, "SELECT id FROM jobs WHERE trigger_id = ? AND state IN (%s) ORDER BY id",
+		    states);
+	if (sqlite3_prepare_v2(kb_state_db(j->st), sql.buf, -1, &stmt, NULL) != SQLITE_OK) {
+		rc = error("could not query jobs in '%s'", kb_state_path(j->st));
+		goto out;
+	}
+	sqlite3_bind_int64(stmt, 1, tid);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			*ids = xrealloc(*ids, alloc * sizeof(**ids));
+		}
+		(*ids)[(*nr)++] = sqlite3_column_int64(stmt, 0);
+	}
+out:
+	sqlite3_finalize(stmt);
+	strbuf_release(&sql);
+	return rc;
+}
+
+/* Stop this process's runners of trigger tid (before the store changes under them). */
+static void stop_runners(struct kb_jobs *j, int64_t tid, const char *actor)
+{
+	int64_t *ids;
+	size_t nr;
+
+	if (trigger_jobs(j, tid, "'running'", &ids, &nr))
+		return;
+	for (size_t i = 0; i < nr; i++)
+		if (jobs_runs(j, ids[i]))
+			jobs_cancel_runner(j, ids[i], actor);
+	free(ids);
+}
+
+static void forget_result(struct kb_jobs *j, int64_t job_id)
+{
+	struct strbuf path = STRBUF_INIT;
+
+	strbuf_addf(&path, "%s/jobs/%" PRId64 "/result.json", j->cfg->state_dir, job_id);
+	unlink(path.buf);
+	strbuf_release(&path);
+}
+
+int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t *tid_out)
+{
+	struct jtrigger active = { 0 };
+	struct kb_forge_pr pr = KB_FORGE_PR_INIT;
+	struct kb_git_repo *git = NULL;
+	struct strvec ops = STRVEC_INIT;
+	struct strbuf notes = STRBUF_INIT;
+	enum kb_forge_perm perm = KB_PERM_NONE;
+	char *actor = NULL;
+	const char *head;
+	int64_t repo_id, tid = 0, *requeued = NULL;
+	size_t nr_requeued = 0;
+	bool have_active;
+	int rc, queued = 0;
+
+	if (tid_out)
+		*tid_out = 0;
+	if (repo_id_of(j, req->repo, &repo_id, true))
+		return -1;
+	rc = jdb_trigger_active(j->st, &active, repo_id, req->pr);
+	if (rc && rc != KB_ENOTFOUND)
+		return -1;
+	have_active = !rc;
+	if (have_active && !req->rerun) {
+		log_debug("%s#%" PRId64 " is already being handled (trigger %" PRId64 ")", req->repo,
+			  req->pr, active.id);
+		if (tid_out)
+			*tid_out = active.id;
+		rc = 0;
+		goto out;
+	}
+
+	/* who asked, and may they? */
+	if (req->actor) {
+		actor = xstrdup(req->actor);
+	} else {
+		rc = kb_forge_label_actor(j->forge, &actor, req->repo, req->pr, j->cfg->bot_label);
+		if (rc == KB_ENOTFOUND) {
+			log_info("%s#%" PRId64 ": nobody added label '%s'; ignored", req->repo, req->pr,
+				 j->cfg->bot_label);
+			rc = 0;
+			goto out;
+		}
+		if (rc)
+			goto fail;
+	}
+	if (kb_forge_permission(j->forge, &perm, req->repo, actor))
+		goto fail;
+	if (perm < KB_PERM_WRITE) {
+		log_info("%s#%" PRId64 ": '%s' has %s access, not write; ignored", req->repo, req->pr,
+			 actor, kb_forge_perm_name(perm));
+		rc = 0;
+		goto out;
+	}
+
+	/* the head sha at labelling, and the operators at that sha */
+	if ((rc = kb_forge_get_pr(j->forge, &pr, req->repo, req->pr))) {
+		if (rc == KB_ENOTFOUND)
+			error("no pull request %" PRId64 " in '%s'", req->pr, req->repo);
+		goto fail;
+	}
+	if (pr.state && strcmp(pr.state, "open")) {
+		log_info("%s#%" PRId64 " is %s; ignored", req->repo, req->pr, pr.state);
+		rc = 0;
+		goto out;
+	}
+	head = req->head_sha && *req->head_sha ? req->head_sha : pr.head_sha;
+	if (!head || !*head) {
+		error("pull request %" PRId64 " of '%s' has no head commit", req->pr, req->repo);
+		goto fail;
+	}
+	if (jgit_open(j, &git, req->repo))
+		goto fail;
+	if ((rc = kb_git_fetch_pr(git, (int)req->pr, head))) {
+		if (rc == KB_ENOTFOUND)
+			error("commit '%s' of pull request %" PRId64 " of '%s' is not in the repository",
+			      head, req->pr, req->repo);
+		goto fail;
+	}
+	if (jops_find(j, git, req->repo, req->pr, head, &ops, &notes))
+		goto fail;
+
+	if (have_active)
+		stop_runners(j, active.id, actor);
+
+	/* one transaction: the trigger and its jobs */
+	if (kb_state_begin(j->st))
+		goto fail;
+	if (have_active &&
+	    (jdb_run(j->st, NULL, "UPDATE triggers SET state = 'replaced', updated_at = ? WHERE id = ?",
+		     "ii", kb_wall_s(), active.id) ||
+	     jdb_run(j->st, NULL, "UPDATE jobs SET state = 'cancelled', finished_at = ?, updated_at = ?"
+				  " WHERE trigger_id = ? AND state IN ('queued', 'running')",
+		     "iii", kb_wall_s(), kb_wall_s(), active.id)))
+		goto rollback;
+	if (jdb_run(j->st, NULL, "INSERT INTO triggers (repository_id, pr_number, head_sha, actor,"
+				 " source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		    "iitttii", repo_id, req->pr, head, actor, req->source, kb_wall_s(), kb_wall_s()))
+		goto rollback;
+	tid = sqlite3_last_insert_rowid(kb_state_db(j->st));
+	for (size_t i = 0; i < ops.nr; i++) {
+		int64_t job_id;
+
+		rc = kb_state_job_add(j->st, &job_id, repo_id, req->pr, head, ops.v[i]);
+		if (rc == KB_EEXISTS) {
+			/* the same sha and operator again (re-run, or labelled again) */
+			if (jdb_run(j->st, NULL,
+				    "UPDATE jobs SET state = 'queued', stage = NULL, error = NULL,"
+				    " finished_at = NULL, progress = NULL, best_speedup = NULL,"
+				    " reviewed_speedup = NULL, result = NULL, updated_at = ?"
+				    " WHERE id = ?", "ii", kb_wall_s(), job_id))
+				goto rollback;
+			requeued = xrealloc(requeued, (nr_requeued + 1) * sizeof(*requeued));
+			requeued[nr_requeued++] = job_id;
+		} else if (rc) {
+			goto rollback;
+		}
+		if (jdb_run(j->st, NULL, "UPDATE jobs SET trigger_id = ? WHERE id = ?", "ii", tid,
+			    job_id))
+			goto rollback;
+		queued++;
+	}
+	if (kb_state_commit(j->st))
+		goto fail;
+	for (size_t i = 0; i < nr_requeued; i++)
+		forget_result(j, requeued[i]);
+	log_info("%s#%" PRId64 ": labelled by '%s' at %.12s (%s): %d operator(s) queued", req->repo,
+		 req->pr, actor, head, req->source, queued);
+	if (tid_out)
+		*tid_out = tid;
+	if (!queued)
+		say_no_operator(j, repo_id, req->repo, req->pr, head, notes.buf);
+	else if (jpub_labels(j, repo_id, req->repo, req->pr, tid, 0, KB_JOB_QUEUED))
+		log_warn("%s#%" PRId64 ": could not set labels", req->repo, req->pr);
+	rc = queued;
+	goto out;
+rollback:
+	kb_state_rollback(j->st);
+fail:
+	rc = -1;
+out:
+	free(requeued);
+	free(actor);
+	jtrigger_release(&active);
+	kb_forge_pr_release(&pr);
+	kb_git_repo_free(git);
+	strvec_clear(&ops);
+	strbuf_release(&notes);
+	return rc;
+}
+
+int kb_jobs_cancel(struct kb_jobs *j, const char *repo, int64_t pr, const char *actor)
+{
+	struct jtrigger t = { 0 };
+	int64_t repo_id, *ids = NULL;
+	size_t nr = 0;
+	int rc, changes = 0;
+
+	rc = repo_id_of(j, repo, &repo_id, false);
+	if (rc == KB_ENOTFOUND)
+		return 0;
+	if (rc)
+		return -1;
+	rc = jdb_trigger_active(j->st, &t, repo_id, pr);
+	if (rc == KB_ENOTFOUND)
+		return 0;
+	if (rc)
+		return -1;
+	if (trigger_jobs(j, t.id, "'queued', 'running'", &ids, &nr))
+		goto fail;
+	/* the trigger first, so that nothing restarts its jobs meanwhile */
+	if (kb_state_begin(j->st))
+		goto fail;
+	if (jdb_run(j->st, NULL, "UPDATE triggers SET state = 'cancelled', updated_at = ? WHERE id = ?",
+		    "ii", kb_wall_s(), t.id) ||
+	    jdb_run(j->st, &changes, "UPDATE jobs SET state = 'cancelled', finished_at = ?,"
+				     " updated_at = ? WHERE trigger_id = ? AND state = 'queued'",
+		    "iii", kb_wall_s(), kb_wall_s(), t.id)) {
+		kb_state_rollback(j->st);
+		goto fail;
+	}
+	if (kb_state_commit(j->st))
+		goto fail;
+	for (size_t i = 0; i < nr; i++)
+		if (jobs_runs(j, ids[i]))
+			jobs_cancel_runner(j, ids[i], actor);
+	log_info("%s#%" PRId64 ": cancelled%s%s (%zu job(s))", repo, pr, actor ? " by " : "",
+		 actor ? actor : "", nr);
+	if (nr && jpub_progress_of(j, &t, NULL))
+		log_warn("%s#%" PRId64 ": could not update the progress comment", repo, pr);
+	if (jpub_labels(j, repo_id, repo, pr, t.id, 0, KB_JOB_QUEUED))
+		log_warn("%s#%" PRId64 ": could not set labels", repo, pr);
+	rc = (int)nr;
+	goto out;
+fail:
+	rc = -1;
+out:
+	free(ids);
+	jtrigger_release(&t);
+	return rc;
+}
+
+int kb_jobs_trigger_pending(struct kb_jobs *j, int64_t tid)
+{
+	int64_t n = 0;
+
+	if (jdb_int(j->st, &n, "SELECT count(*) FROM jobs WHERE trigger_id = ? AND state IN "
+			       "('queued', 'running')", "i", tid))
+		return -1;
+	return (int)n;
+}
+
+int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t tid, struct strbuf *md,
+			    struct strbuf *pr_url, double *speedup)
+{
+	sqlite3_stmt *stmt = NULL;
+	int bad = 0, n = 0;
+
+	*speedup = 0;
+	if (sqlite3_prepare_v2(kb_state_db(j->st),
+			       "SELECT operator, state, error, result, head_sha FROM jobs "
+			       "WHERE trigger_id = ? ORDER BY id", -1, &stmt, NULL) != SQLITE_OK)
+		return error("could not query jobs in '%s'", kb_state_path(j->st));
+	sqlite3_bind_int64(stmt, 1, tid);
+	strbuf_addstr(md, "## kernelbot\n\n| operator | state | speedup | pull request |\n"
+			  "| --- | --- | ---: | --- |\n");
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		const char *op = (const char *)sqlite3_column_text(stmt, 0);
+		const char *state = (const char *)sqlite3_column_text(stmt, 1);
+		const char *err = (const char *)sqlite3_column_text(stmt, 2);
+		const char *res = (const char *)sqlite3_column_text(stmt, 3);
+		cJSON *r = res ? cJSON_Parse(res) : NULL;
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "pr_url");
+		const cJSON *s = cJSON_GetObjectItemCaseSensitive(r, "speedup");
+		char buf[32];
+
+		n++;
+		if (!state || strcmp(state, "done"))
+			bad = 1;
+		strbuf_addstr(md, "| ");
+		kb_md_code(md, op, true);
+		strbuf_addstr(md, " | ");
+		kb_md_escape(md, state);
+		if (err) {
+			strbuf_addstr(md, ": ");
+			kb_md_escape_n(md, err, 300);
+		}
+		if (cJSON_IsNumber(s) && s->valuedouble > 0) {
+			kb_md_fmt_speedup(buf, sizeof(buf), s->valuedouble);
+			strbuf_addf(md, " | %s", buf);
+			if (s->valuedouble > *speedup &&
+			    (cJSON_IsString(u) && *u->valuestring))
+				*speedup = s->valuedouble;
+		} else {
+			strbuf_addstr(md, " | -");
+		}
+		strbuf_addstr(md, " | ");
+		if (cJSON_IsString(u) && *u->valuestring) {
+			kb_md_escape(md, u->valuestring);
+			if (!pr_url->len)
+				strbuf_addstr(pr_url, u->valuestring);
+		} else {
+			strbuf_addstr(md, "-");
+		}
+		strbuf_addstr(md, " |\n");
+		cJSON_Delete(r);
+	}
+	sqlite3_finalize(stmt);
+	if (!n)
+		strbuf_addstr(md, "| (no operator) | - | - | - |\n");
+	return bad;
+}

@@ -1,0 +1,24 @@
+"""Analysis test operator: the tanh form of GELU, as a module."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.GELU(approximate="tanh")
+
+    def forward(self, x):
+        return self.act(x)
+
+
+batch_size = 8
+dim = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

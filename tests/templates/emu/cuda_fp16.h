@@ -1,0 +1,2 @@
+/* kb_emu: __half lives in cuda_runtime.h */
+#include "cuda_runtime.h"

@@ -1,0 +1,330 @@
+/*
+ * The pure parts of the job loop and the daemon: webhook signatures
+ * (GitHub's test vector, tampering, constant-time path), the fields taken
+ * from webhook payloads (the octokit fixtures), delivery de-duplication
+ * in a real store, .kernelbot.ini bounded by the daemon's config,
+ * operator slugs, and the progress file fed by kb_progress's plain lines.
+ * The whole flow runs end to end in tests/python/test_bot_e2e.py.
+ */
+#include "core/common.h"
+#include "core/config.h"
+#include "core/state.h"
+#include "core/strbuf.h"
+#include "core/util.h"
+#include "daemon/webhook.h"
+#include "jobs/jobs.h"
+#include "jobs/progress_file.h"
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+
+static void test_signature(void **state)
+{
+	const char *good = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+	const char *upper = "sha256=757107EA0EB2509FC211221CCE984B8A37570B6D7586C22C46F4379C8B043E17";
+	const char *secret = "It's a Secret to Everybody";
+
+	assert_true(kb_webhook_signature_ok(secret, "Hello, World!", 13, good));
+	assert_true(kb_webhook_signature_ok(secret, "Hello, World!", 13, upper));
+	/* one byte of the body, of the secret or of the digest changed */
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World?", 13, good));
+	assert_false(kb_webhook_signature_ok("It's a Secret to Everybodz", "Hello, World!", 13, good));
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13,
+		"sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e18"));
+	/* malformed headers, no secret */
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13, NULL));
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13, "sha1=757107ea"));
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13, good + 1));
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13,
+		"sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e1"));
+	assert_false(kb_webhook_signature_ok(secret, "Hello, World!", 13,
+		"sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e1g"));
+	assert_false(kb_webhook_signature_ok("", "Hello, World!", 13, good));
+}
+
+static char *fixture(const char *name)
+{
+	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
+	const char *top = getenv("KB_TOP"), *dir = getenv("KB_GITHUB_FIXTURES");
+
+	if (dir && *dir)
+		strbuf_addf(&path, "%s/webhooks/%s", dir, name);
+	else
+		strbuf_addf(&path, "%s/../shared/github-fixtures/webhooks/%s", top ? top : ".", name);
+	if (strbuf_read_file(&data, path.buf, 0)) {
+		strbuf_release(&path);
+		strbuf_release(&data);
+		return NULL;
+	}
+	strbuf_release(&path);
+	return strbuf_detach(&data, NULL);
+}
+
+static cJSON *extract(const char *event, const char *body, int *rc)
+{
+	struct strbuf out = STRBUF_INIT;
+	cJSON *j = NULL;
+
+	*rc = kb_webhook_extract(&out, event, body, strlen(body));
+	if (!*rc)
+		j = cJSON_Parse(out.buf);
+	strbuf_release(&out);
+	return j;
+}
+
+static const char *js(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static void test_extract_fixtures(void **state)
+{
+	char *labeled = fixture("pull_request.labeled.json");
+	char *unlabeled = fixture("pull_request.unlabeled.json");
+	char *sync = fixture("pull_request.synchronize.json");
+	char *comment = fixture("issue_comment.created.with-installation.json");
+	cJSON *j;
+	int rc;
+
+	if (!labeled || !unlabeled || !sync || !comment) {
+		free(labeled);
+		free(unlabeled);
+		free(sync);
+		free(comment);
+		skip();
+	}
+	j = extract("pull_request", labeled, &rc);
+	assert_int_equal(rc, 0);
+	assert_string_equal(js(j, "event"), "pull_request");
+	assert_string_equal(js(j, "action"), "labeled");
+	assert_non_null(js(j, "repo"));
+	assert_non_null(js(j, "label"));
+	assert_non_null(js(j, "sender"));
+	assert_int_equal(strlen(js(j, "head_sha")), 40);
+	assert_true(cJSON_GetObjectItemCaseSensitive(j, "number")->valuedouble > 0);
+	cJSON_Delete(j);
+
+	j = extract("pull_request", unlabeled, &rc);
+	assert_int_equal(rc, 0);
+	assert_string_equal(js(j, "action"), "unlabeled");
+	cJSON_Delete(j);
+
+	/* a push: the bot never re-runs on one */
+	j = extract("pull_request", sync, &rc);
+	assert_int_equal(rc, KB_ENOTFOUND);
+	assert_null(j);
+
+	/* the fixture's comment is no command; the same payload with one is */
+	j = extract("issue_comment", comment, &rc);
+	assert_int_equal(rc, KB_ENOTFOUND);
+	{
+		cJSON *p = cJSON_Parse(comment), *c = cJSON_GetObjectItemCaseSensitive(p, "comment");
+		cJSON *issue = cJSON_GetObjectItemCaseSensitive(p, "issue");
+		char *text;
+
+		cJSON_ReplaceItemInObject(c, "body", cJSON_CreateString("  /kernelbot stop\r\nplease"));
+		if (!cJSON_GetObjectItemCaseSensitive(issue, "pull_request"))
+			cJSON_AddItemToObject(issue, "pull_request", cJSON_CreateObject());
+		text = cJSON_PrintUnformatted(p);
+		j = extract("issue_comment", text, &rc);
+		assert_int_equal(rc, 0);
+		assert_string_equal(js(j, "command"), "stop");
+		cJSON_Delete(j);
+		free(text);
+		cJSON_ReplaceItemInObject(c, "body", cJSON_CreateString("/kernelbot run"));
+		text = cJSON_PrintUnformatted(p);
+		j = extract("issue_comment", text, &rc);
+		assert_int_equal(rc, 0);
+		assert_string_equal(js(j, "command"), "run");
+		cJSON_Delete(j);
+		free(text);
+		cJSON_ReplaceItemInObject(c, "body", cJSON_CreateString("/kernelbotrun"));
+		text = cJSON_PrintUnformatted(p);
+		j = extract("issue_comment", text, &rc);
+		assert_int_equal(rc, KB_ENOTFOUND);
+		free(text);
+		/* a comment on a plain issue is never a command */
+		cJSON_DeleteItemFromObject(issue, "pull_request");
+		cJSON_ReplaceItemInObject(c, "body", cJSON_CreateString("/kernelbot run"));
+		text = cJSON_PrintUnformatted(p);
+		j = extract("issue_comment", text, &rc);
+		assert_int_equal(rc, KB_ENOTFOUND);
+		free(text);
+		cJSON_Delete(p);
+	}
+	/* junk and payloads missing what the event must carry */
+	j = extract("pull_request", "not json", &rc);
+	assert_int_equal(rc, -1);
+	j = extract("pull_request", "{\"action\": \"labeled\", \"label\": {\"name\": \"x\"}}", &rc);
+	assert_int_equal(rc, -1);
+	j = extract("push", "{}", &rc);
+	assert_int_equal(rc, KB_ENOTFOUND);
+	free(labeled);
+	free(unlabeled);
+	free(sync);
+	free(comment);
+}
+
+static void test_delivery_dedup(void **state)
+{
+	char dir[] = "/tmp/kb-test-jobs-XXXXXX";
+	struct kb_state *st;
+	struct strbuf payload = STRBUF_INIT;
+	int64_t id, n = -1;
+	sqlite3_stmt *stmt;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(kb_state_open(&st, dir), 0);
+	assert_int_equal(kb_webhook_store(st, "d-1", "pull_request", "{\"a\": 1}"), 0);
+	assert_int_equal(kb_webhook_store(st, "d-1", "pull_request", "{\"a\": 1}"), KB_EEXISTS);
+	assert_int_equal(kb_webhook_store(st, "d-2", "push", NULL), 0);
+	assert_int_equal(kb_webhook_next(st, &id, &payload), 0);
+	assert_string_equal(payload.buf, "{\"a\":1}");
+	assert_int_equal(kb_webhook_done(st, id), 0);
+	strbuf_reset(&payload);
+	assert_int_equal(kb_webhook_next(st, &id, &payload), KB_ENOTFOUND);
+	assert_int_equal(sqlite3_prepare_v2(kb_state_db(st), "SELECT count(*) FROM webhook_deliveries",
+					    -1, &stmt, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+	n = sqlite3_column_int64(stmt, 0);
+	sqlite3_finalize(stmt);
+	assert_int_equal(n, 2);
+	strbuf_release(&payload);
+	kb_state_close(st);
+	assert_int_equal(kb_rm_rf(dir), 0);
+}
+
+static void test_repo_config(void **state)
+{
+	struct kb_config cfg;
+	struct kb_repo_config rc;
+	struct strbuf why = STRBUF_INIT;
+
+	kb_config_init(&cfg);
+	cfg.bot_max_time_budget_s = 600;
+	assert_int_equal(kb_repo_config_parse(&rc,
+		"[operators]\npaths = ops/relu.py , tasks/softmax/, ../etc/passwd, /abs\n"
+		"[kernelbot]\nbudget_s = 99999\natol = 0.5\nrtol = 1e-6\nmax_configs = 1000\n"
+		"colour = blue\n", &cfg, &why), 0);
+	assert_int_equal(rc.nr_paths, 2);
+	assert_string_equal(rc.paths[0], "ops/relu.py");
+	assert_string_equal(rc.paths[1], "tasks/softmax");
+	assert_null(rc.paths[2]);
+	assert_int_equal(rc.budget_s, 600);               /* clamped to the daemon's */
+	assert_true(rc.atol == cfg.atol_fp32);            /* never looser */
+	assert_true(rc.rtol == 1e-6);                     /* tighter is fine */
+	assert_int_equal(rc.max_configs, cfg.max_configs);
+	assert_non_null(strstr(why.buf, "'../etc/passwd'"));
+	assert_non_null(strstr(why.buf, "'/abs'"));
+	assert_non_null(strstr(why.buf, "budget_s"));
+	assert_non_null(strstr(why.buf, "unknown key 'colour'"));
+	kb_repo_config_release(&rc);
+	strbuf_reset(&why);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nbudget_s = soon\n", &cfg, &why), 0);
+	assert_int_equal(rc.budget_s, 0);
+	assert_int_equal(rc.nr_paths, 0);
+	assert_non_null(strstr(why.buf, "'soon'"));
+	kb_repo_config_release(&rc);
+	strbuf_release(&why);
+	kb_config_release(&cfg);
+}
+
+static void test_slug(void **state)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	kb_jobs_operator_slug(&sb, "ops/relu.py");
+	assert_string_equal(sb.buf, "relu");
+	kb_jobs_operator_slug(&sb, "tasks/Soft Max/");
+	assert_string_equal(sb.buf, "soft-max");
+	kb_jobs_operator_slug(&sb, "kb_linear_gelu.py");
+	assert_string_equal(sb.buf, "kb_linear_gelu");
+	kb_jobs_operator_slug(&sb, ".");
+	assert_string_equal(sb.buf, "op");
+	kb_jobs_operator_slug(&sb, "a/..$$..py");
+	assert_string_equal(sb.buf, "op");
+	strbuf_release(&sb);
+}
+
+static void test_progress_lines(void **state)
+{
+	struct kb_progress_state s;
+	struct strbuf json = STRBUF_INIT;
+	cJSON *j;
+
+	memset(&s, 0, sizeof(s));
+	kb_progress_file_parse_line(&s, "[analyse]");
+	assert_string_equal(s.stage, "analyse");
+	kb_progress_file_parse_line(&s, "family pointwise (pointwise): a note");
+	assert_string_equal(s.stage, "analyse");
+	kb_progress_file_parse_line(&s, "[verify 1/2] grain=32768 simd=1: verified");
+	kb_progress_file_parse_line(&s, "[verify 2/2] grain=262144 simd=0: rejected: output mismatch");
+	assert_string_equal(s.stage, "verify");
+	assert_int_equal(s.done, 2);
+	assert_int_equal(s.total, 2);
+	assert_int_equal(s.candidates, 2);
+	kb_progress_file_parse_line(&s, "[time 0/2]");
+	assert_int_equal(s.done, 0);
+	kb_progress_file_parse_line(&s, "[time 1/2] grain=32768 simd=1: 0.63x");
+	kb_progress_file_parse_line(&s, "[time 2/2] grain=262144 simd=0: 2.30x");
+	kb_progress_file_parse_line(&s, "[time 2/2] weird: 1e999x");
+	assert_true(s.best_speedup > 2.29 && s.best_speedup < 2.31);
+	kb_progress_file_parse_line(&s, "[final check] verified");
+	assert_string_equal(s.stage, "final check");
+	kb_progress_file_json(&json, &s);
+	j = cJSON_Parse(json.buf);
+	assert_non_null(j);
+	assert_string_equal(js(j, "stage"), "final check");
+	assert_true(cJSON_GetObjectItemCaseSensitive(j, "best_speedup")->valuedouble > 2.29);
+	assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(j, "candidates")->valuedouble, 2);
+	cJSON_Delete(j);
+	strbuf_release(&json);
+}
+
+static void test_progress_file_stream(void **state)
+{
+	char dir[] = "/tmp/kb-test-pf-XXXXXX", path[64];
+	struct strbuf data = STRBUF_INIT;
+	FILE *fp;
+	cJSON *j;
+
+	assert_non_null(mkdtemp(dir));
+	xsnprintf(path, sizeof(path), "%s/p.json", dir);
+	fp = kb_progress_file_open(path, NULL);
+	assert_non_null(fp);
+	/* the file exists from the start */
+	assert_int_equal(strbuf_read_file(&data, path, 0), 0);
+	assert_non_null(strstr(data.buf, "\"start\""));
+	fputs("[time 1/4] a: 1.5", fp);
+	fputs("0x\n[time 2/4] b: 1.2x\n", fp);
+	assert_int_equal(fclose(fp), 0);
+	strbuf_reset(&data);
+	assert_int_equal(strbuf_read_file(&data, path, 0), 0);
+	j = cJSON_Parse(data.buf);
+	assert_non_null(j);
+	assert_string_equal(js(j, "stage"), "time");
+	assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(j, "done")->valuedouble, 2);
+	assert_true(cJSON_GetObjectItemCaseSensitive(j, "best_speedup")->valuedouble == 1.5);
+	cJSON_Delete(j);
+	strbuf_release(&data);
+	assert_int_equal(kb_rm_rf(dir), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_signature),
+		cmocka_unit_test(test_extract_fixtures),
+		cmocka_unit_test(test_delivery_dedup),
+		cmocka_unit_test(test_repo_config),
+		cmocka_unit_test(test_slug),
+		cmocka_unit_test(test_progress_lines),
+		cmocka_unit_test(test_progress_file_stream),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,80 @@
+#ifndef KB_HARNESS_WORKER_H
+#define KB_HARNESS_WORKER_H
+/*
+ * A long-lived harness process that evaluates candidate after candidate
+ * (PROTOCOL.md "Serve mode"): starting python with torch and CUDA costs
+ * seconds, an evaluation should not.
+ *
+ *   PYTHON -I -B -u kb_harness.py --serve <its dir>
+ *
+ * started with start_command (bot/core/subprocess.h): a scrubbed
+ * environment, its own process group, a TMPDIR (and working directory) of
+ * its own under tmp_root, RLIMIT_AS on the cpu backend, the nonce as the
+ * first line of its stdin, which stays open: each request is written to
+ * <its dir>/eval-XXXXXX/request.json (that dir is the request's workdir,
+ * removed after the answer) and its path sent as one line. Records come
+ * back on descriptor 3 stamped with the nonce and the request path; those
+ * of other requests or without the nonce are ignored.
+ *
+ * The worker is restarted, lazily at the next evaluation, when it
+ *  - died (a crash: the rejection has the signal and the stderr tail),
+ *  - outlived a request's timeout (killed with its group: `timeout`),
+ *  - said it will exit after the result (`worker_exit`: the CUDA context
+ *    is lost after a sticky device error),
+ *  - was started for another backend.
+ * A worker that dies before its first record for a request (something
+ * left over from an earlier candidate, or a broken start) is started again
+ * and the request sent once more; a second death is the candidate's.
+ *
+ * One thread at a time per worker.
+ */
+#include "core/common.h"
+#include "core/subprocess.h"
+#include "verifier/harness_client.h"
+
+#include <cjson/cJSON.h>
+
+struct kb_harness_worker {
+	const struct kb_harness *h;  /* borrowed: interpreter, script, tmp_root, caps, argv hook */
+	struct child_process cp;
+	bool running;
+	char nonce[33];
+	char *dir;                   /* the running worker's TMPDIR */
+	char backend[8];             /* what it was started for */
+	unsigned starts;             /* workers started so far */
+	unsigned requests;           /* requests sent to the running one */
+};
+
+/* h must outlive the worker. Starts nothing. */
+void kb_harness_worker_init(struct kb_harness_worker *w, const struct kb_harness *h);
+
+/*
+ * Start a worker for backend ("cpu" or "cuda") now, unless one for it
+ * runs (one for another backend is stopped first); it then loads torch
+ * while the caller does other things (builds). 0, -1 (logged) when it
+ * could not be started, KB_ECANCELLED.
+ */
+int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend);
+
+/*
+ * Evaluate request (the worker sets "workdir") within timeout_ms (0: no
+ * limit; a worker started for this request spends its start-up from
+ * it). Returns 0 with *evidence whatever the verdict, as kb_harness_call
+ * does; -1 when no worker could be started or the request not written
+ * (logged); KB_ECANCELLED on a stop request (the worker is killed). info
+ * may be NULL; its exit_code is the worker's when it ended during this
+ * call.
+ */
+int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, int64_t timeout_ms,
+			   cJSON **evidence, struct kb_harness_run *info);
+
+/* The running worker's pid, 0 when none runs. */
+pid_t kb_harness_worker_pid(const struct kb_harness_worker *w);
+
+/* Close its stdin (the worker exits at EOF), wait up to 2 s, then kill; remove its dir. */
+void kb_harness_worker_stop(struct kb_harness_worker *w);
+
+/* Stop it and free what it holds. */
+void kb_harness_worker_release(struct kb_harness_worker *w);
+
+#endif
