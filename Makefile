@@ -3,7 +3,9 @@
 #   make test       every suite (C unit tests, pytest), ends "N passed, N failed"
 #   make test-asan  the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-gpu   the GPU suites (needs an NVIDIA GPU; says so and exits 0 without one)
-#   make demo       the main job on built-in defaults
+#   make demo       the main job on built-in defaults (the bot on the local forge)
+#   make demo-verify the verifier alone on a correct kernel and a reward hack
+#   make bench-eval the verifier's benchmark (GPU figures; CPU otherwise)
 #   make install PREFIX=/usr/local DESTDIR=
 # Missing packages are installed by mk/deps.sh (apt-get) or it prints the command.
 
@@ -26,7 +28,7 @@ SAN_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanit
 
 ifeq ($(filter $(NODEPS_GOALS),$(MAKECMDGOALS)),)
 ifneq ($(MAKECMDGOALS),)
-DEPS_PROFILE := $(if $(filter test test-asan test-gpu asan check,$(MAKECMDGOALS)),test,$(if $(filter demo bench%,$(MAKECMDGOALS)),demo,build))
+DEPS_PROFILE := $(if $(filter test test-asan test-gpu asan check,$(MAKECMDGOALS)),test,$(if $(filter demo demo-verify bench%,$(MAKECMDGOALS)),demo,build))
 else
 DEPS_PROFILE := build
 endif
@@ -60,7 +62,7 @@ REL := $(BUILD)
 SAN := $(BUILD)/asan
 
 .SECONDARY:
-.PHONY: all asan test test-asan test-gpu demo install uninstall clean help check bench-eval bench-templates gpu-bundle
+.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle
 all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
 
 # kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
@@ -121,11 +123,21 @@ bench-eval: all
 
 # what a GPU runner without the build's packages needs, in $(REL): the
 # shared libraries kernelbot links (all but glibc's and gcc's) in gpu-libs/
+# the daemon polling 100 idle repositories against the GitHub simulator:
+# API calls per cycle (target: one conditional request each, all 304) and memory
+bench-bot: all
+	@python3 bench/bot/poll_bench.py --kernelbot $(REL)/kernelbot
+
 gpu-bundle: all
 	@sh tests/gpu/bundle.sh $(REL)
 
+# the main job: the bot on the local forge, built-in proposer, GPU if present
 demo: all
-	@KB_BUILD=$(REL) sh examples/demo.sh
+	@KB_BUILD=$(REL) sh examples/demo-bot.sh
+
+# the verifier alone: a correct kernel, a reward hack, a speedup table
+demo-verify: all
+	@KB_BUILD=$(REL) sh examples/demo-verify.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kernelbot
@@ -146,6 +158,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -546,8 +546,11 @@ static int parse_nodes(struct tgraph *g, const cJSON *arr, struct strbuf *why)
 					      op, name, nd->nargs);
 			nd->nargs = TMAX_ARGS;
 		}
+		for (int q = 0; q < 4; q++)
+			nd->pref[q] = -1;
 		if (nd->op != OP_MAIN) {
-			rc = texpr_resolve(nd, cJSON_GetObjectItemCaseSensitive(it, "attrs"), why);
+			rc = texpr_resolve(nd, cJSON_GetObjectItemCaseSensitive(it, "attrs"),
+					   cJSON_GetObjectItemCaseSensitive(it, "attr_refs"), g, why);
 			if (rc)
 				return rc;
 		}

@@ -115,6 +115,20 @@ bool texpr_has_derivative(enum top op)
  * "absent"), else positional argument pos when it is a const, else def.
  * *given reports whether it was present.
  */
+static const cJSON *cur_refs;         /* texpr_resolve's attr_refs, for param() */
+static const struct tgraph *cur_graph;
+
+/* parameter k of n named key: does a scalar input give it? */
+static void param_ref(struct tnode *n, int k, const char *key)
+{
+	const cJSON *it = cur_refs ? cJSON_GetObjectItemCaseSensitive(cur_refs, key) : NULL;
+	struct targ a;
+
+	if (cJSON_IsString(it) && !tmpl_lookup(cur_graph, it->valuestring, &a) && a.kind == TA_INPUT &&
+	    cur_graph->in[a.idx].kind == TK_SCALAR)
+		n->pref[k] = a.idx;
+}
+
 static int param(const struct tnode *n, const cJSON *attrs, const char *key, int pos, double def,
 		 double *out, bool *given, struct strbuf *why)
 {
@@ -159,7 +173,8 @@ bad:
 	return KB_ENOTFOUND;
 }
 
-int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why)
+int texpr_resolve(struct tnode *n, const cJSON *attrs, const cJSON *attr_refs,
+		  const struct tgraph *g, struct strbuf *why)
 {
 	int min, max, rc = 0, keep;
 	bool g1 = false, g2 = false;
@@ -168,10 +183,15 @@ int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why)
 	texpr_op_arity(n->op, &min, &max);
 	keep = max;
 	memset(n->p, 0, sizeof(n->p));
+	for (int k = 0; k < 4; k++)
+		n->pref[k] = -1;
+	cur_refs = attr_refs;
+	cur_graph = g;
 	switch (n->op) {
 	case OP_ADD:
 	case OP_SUB:
 		rc = param(n, attrs, "alpha", 2, 1.0, &n->p[0], NULL, why);
+		param_ref(n, 0, "alpha");
 		break;
 	case OP_DIV:
 		it = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "rounding_mode") : NULL;
@@ -183,6 +203,7 @@ int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why)
 		break;
 	case OP_LEAKY_RELU:
 		rc = param(n, attrs, "negative_slope", 1, 0.01, &n->p[0], NULL, why);
+		param_ref(n, 0, "negative_slope");
 		break;
 	case OP_GELU:
 		it = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "approximate") : NULL;
@@ -197,15 +218,22 @@ int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why)
 	case OP_SOFTPLUS:
 		rc = param(n, attrs, "beta", 1, 1.0, &n->p[0], NULL, why) ||
 		     param(n, attrs, "threshold", 2, 20.0, &n->p[1], NULL, why) ? KB_ENOTFOUND : 0;
+		param_ref(n, 0, "beta");
+		param_ref(n, 1, "threshold");
 		break;
 	case OP_ELU:
 		rc = param(n, attrs, "alpha", 1, 1.0, &n->p[0], NULL, why) ||
 		     param(n, attrs, "scale", 2, 1.0, &n->p[1], NULL, why) ||
 		     param(n, attrs, "input_scale", 3, 1.0, &n->p[2], NULL, why) ? KB_ENOTFOUND : 0;
+		param_ref(n, 0, "alpha");
+		param_ref(n, 1, "scale");
+		param_ref(n, 2, "input_scale");
 		break;
 	case OP_HARDTANH:
 		rc = param(n, attrs, "min_val", 1, -1.0, &n->p[0], NULL, why) ||
 		     param(n, attrs, "max_val", 2, 1.0, &n->p[1], NULL, why) ? KB_ENOTFOUND : 0;
+		param_ref(n, 0, "min_val");
+		param_ref(n, 1, "max_val");
 		break;
 	case OP_RELU6:
 		n->p[0] = 0;
@@ -227,13 +255,19 @@ int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why)
 		}
 		if (!lo)
 			n->p[0] = -INFINITY;
-		n->p[2] = g1;
-		n->p[3] = g2;
+		if (lo)
+			param_ref(n, 0, lo);
+		if (hi)
+			param_ref(n, 1, hi);
+		n->p[2] = g1 || n->pref[0] >= 0;
+		n->p[3] = g2 || n->pref[1] >= 0;
 		break;
 	}
 	default:
 		break;
 	}
+	cur_refs = NULL;
+	cur_graph = NULL;
 	if (rc)
 		return KB_ENOTFOUND;
 	if (n->nargs < min) {
@@ -331,6 +365,15 @@ void texpr_float(struct strbuf *out, double v)
 
 /* --- forward --- */
 
+/* op parameter k: the scalar input it comes from, else the literal */
+static void ptext(struct strbuf *out, const struct tnode *n, int k, const struct texpr_env *env)
+{
+	if (n->pref[k] >= 0 && env->input && env->input[n->pref[k]])
+		strbuf_addf(out, "((float)%s)", env->input[n->pref[k]]);
+	else
+		texpr_float(out, n->p[k]);
+}
+
 static void local_name(struct strbuf *out, const struct texpr_env *env, int k)
 {
 	strbuf_addf(out, "%s%d", env->prefix ? env->prefix : "v", k);
@@ -375,24 +418,24 @@ void texpr_need_arg(const struct tgraph *g, bool *want, const struct targ *a)
 		texpr_need(g, want, a->idx);
 }
 
-static void emit_expr(struct strbuf *out, const struct tnode *n, char **A)
+static void emit_expr(struct strbuf *out, const struct tnode *n, char **A, const struct texpr_env *env)
 {
 	switch (n->op) {
 	case OP_ADD:
-		if (n->p[0] == 1)
+		if (n->p[0] == 1 && n->pref[0] < 0)
 			strbuf_addf(out, "(%s + %s)", A[0], A[1]);
 		else {
 			strbuf_addf(out, "(%s + ", A[0]);
-			texpr_float(out, n->p[0]);
+			ptext(out, n, 0, env);
 			strbuf_addf(out, " * %s)", A[1]);
 		}
 		break;
 	case OP_SUB:
-		if (n->p[0] == 1)
+		if (n->p[0] == 1 && n->pref[0] < 0)
 			strbuf_addf(out, "(%s - %s)", A[0], A[1]);
 		else {
 			strbuf_addf(out, "(%s - ", A[0]);
-			texpr_float(out, n->p[0]);
+			ptext(out, n, 0, env);
 			strbuf_addf(out, " * %s)", A[1]);
 		}
 		break;
@@ -434,7 +477,7 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A)
 	case OP_RELU: strbuf_addf(out, "kb_relu(%s)", A[0]); break;
 	case OP_LEAKY_RELU:
 		strbuf_addf(out, "kb_leaky(%s, ", A[0]);
-		texpr_float(out, n->p[0]);
+		ptext(out, n, 0, env);
 		strbuf_addch(out, ')');
 		break;
 	case OP_GELU:
@@ -445,18 +488,18 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A)
 	case OP_TANH: strbuf_addf(out, "tanhf(%s)", A[0]); break;
 	case OP_SOFTPLUS:
 		strbuf_addf(out, "kb_softplus(%s, ", A[0]);
-		texpr_float(out, n->p[0]);
+		ptext(out, n, 0, env);
 		strbuf_addstr(out, ", ");
-		texpr_float(out, n->p[1]);
+		ptext(out, n, 1, env);
 		strbuf_addch(out, ')');
 		break;
 	case OP_ELU:
 		strbuf_addf(out, "kb_elu(%s, ", A[0]);
-		texpr_float(out, n->p[0]);
+		ptext(out, n, 0, env);
 		strbuf_addstr(out, ", ");
-		texpr_float(out, n->p[1]);
+		ptext(out, n, 1, env);
 		strbuf_addstr(out, ", ");
-		texpr_float(out, n->p[2]);
+		ptext(out, n, 2, env);
 		strbuf_addch(out, ')');
 		break;
 	case OP_SELU:
@@ -467,9 +510,9 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A)
 	case OP_RELU6:
 	case OP_CLAMP:
 		strbuf_addf(out, "kb_clampf(%s, ", A[0]);
-		texpr_float(out, n->p[0]);
+		ptext(out, n, 0, env);
 		strbuf_addstr(out, ", ");
-		texpr_float(out, n->p[1]);
+		ptext(out, n, 1, env);
 		strbuf_addch(out, ')');
 		break;
 	case OP_HARDSIGMOID: strbuf_addf(out, "kb_hardsigmoid(%s)", A[0]); break;
@@ -496,7 +539,7 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A)
 	case OP_SQDIFF: strbuf_addf(out, "((%s - %s) * (%s - %s))", A[0], A[1], A[0], A[1]); break;
 	case OP_HUBER:
 		strbuf_addf(out, "kb_huber(%s - %s, ", A[0], A[1]);
-		texpr_float(out, n->p[0]);
+		ptext(out, n, 0, env);
 		strbuf_addch(out, ')');
 		break;
 	default: strbuf_addstr(out, "NAN"); break;
@@ -549,7 +592,7 @@ int texpr_emit(struct strbuf *out, const struct tgraph *g, const bool *want,
 		strbuf_addf(out, "%sconst float ", indent);
 		local_name(out, env, (int)k);
 		strbuf_addstr(out, " = ");
-		emit_expr(out, n, A);
+		emit_expr(out, n, A, env);
 		strbuf_addstr(out, ";\n");
 		free_texts(A);
 	}
@@ -616,8 +659,8 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		case OP_ADD:
 		case OP_SUB:
 			acc(out, indent, a0, ginput, "%s", G);
-			texpr_float(&f, n->op == OP_SUB ? -n->p[0] : n->p[0]);
-			acc(out, indent, a1, ginput, "%s * %s", f.buf, G);
+			ptext(&f, n, 0, env);
+			acc(out, indent, a1, ginput, "%s%s * %s", n->op == OP_SUB ? "-" : "", f.buf, G);
 			break;
 		case OP_MUL:
 			acc(out, indent, a0, ginput, "%s * %s", G, A[1]);
@@ -676,7 +719,7 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 			acc(out, indent, a0, ginput, "(%s <= 0.0f ? 0.0f : %s)", V, G);
 			break;
 		case OP_LEAKY_RELU:
-			texpr_float(&f, n->p[0]);
+			ptext(&f, n, 0, env);
 			acc(out, indent, a0, ginput, "(%s > 0.0f ? %s : %s * %s)", A[0], G, G, f.buf);
 			break;
 		case OP_GELU:
@@ -697,8 +740,8 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		case OP_SOFTPLUS: {
 			struct strbuf beta = STRBUF_INIT, th = STRBUF_INIT;
 
-			texpr_float(&beta, n->p[0]);
-			texpr_float(&th, n->p[1]);
+			ptext(&beta, n, 0, env);
+			ptext(&th, n, 1, env);
 			acc(out, indent, a0, ginput,
 			    "(%s * %s > %s ? %s : %s * expf(%s * %s) / (expf(%s * %s) + 1.0f))", A[0],
 			    beta.buf, th.buf, G, G, A[0], beta.buf, A[0], beta.buf);
@@ -708,16 +751,21 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		}
 		case OP_ELU:
 		case OP_SELU: {
-			double alpha = n->op == OP_SELU ? 1.6732632423543772848170429916717 : n->p[0];
-			double scale = n->op == OP_SELU ? 1.0507009873554804934193349852946 : n->p[1];
-			double iscale = n->op == OP_SELU ? 1.0 : n->p[2];
 			struct strbuf s1 = STRBUF_INIT, s2 = STRBUF_INIT, s3 = STRBUF_INIT;
 
-			texpr_float(&s1, iscale * alpha * scale);
-			texpr_float(&s2, iscale);
-			texpr_float(&s3, scale);
-			acc(out, indent, a0, ginput, "(%s <= 0.0f ? %s * %s * expf(%s * %s) : %s * %s)",
-			    A[0], G, s1.buf, A[0], s2.buf, G, s3.buf);
+			if (n->op == OP_SELU) {
+				texpr_float(&s1, 1.6732632423543772848170429916717);
+				texpr_float(&s2, 1.0);
+				texpr_float(&s3, 1.0507009873554804934193349852946);
+			} else {
+				ptext(&s1, n, 0, env);
+				ptext(&s2, n, 2, env);
+				ptext(&s3, n, 1, env);
+			}
+			/* x <= 0: g * input_scale * alpha * scale * exp(x * input_scale) */
+			acc(out, indent, a0, ginput,
+			    "(%s <= 0.0f ? %s * %s * %s * %s * expf(%s * %s) : %s * %s)", A[0], G, s2.buf,
+			    s1.buf, s3.buf, A[0], s2.buf, G, s3.buf);
 			strbuf_release(&s1);
 			strbuf_release(&s2);
 			strbuf_release(&s3);
@@ -727,8 +775,8 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		case OP_RELU6: {
 			struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
 
-			texpr_float(&lo, n->p[0]);
-			texpr_float(&hi, n->p[1]);
+			ptext(&lo, n, 0, env);
+			ptext(&hi, n, 1, env);
 			acc(out, indent, a0, ginput, "((%s <= %s || %s >= %s) ? 0.0f : %s)", A[0],
 			    lo.buf, A[0], hi.buf, G);
 			strbuf_release(&lo);
@@ -738,8 +786,8 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		case OP_CLAMP: {
 			struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
 
-			texpr_float(&lo, n->p[0]);
-			texpr_float(&hi, n->p[1]);
+			ptext(&lo, n, 0, env);
+			ptext(&hi, n, 1, env);
 			if (n->p[2] && n->p[3])
 				acc(out, indent, a0, ginput, "((%s >= %s && %s <= %s) ? %s : 0.0f)", A[0],
 				    lo.buf, A[0], hi.buf, G);
@@ -811,7 +859,7 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 			acc(out, indent, a1, ginput, "-%s * 2.0f * (%s - %s)", G, A[0], A[1]);
 			break;
 		case OP_HUBER:
-			texpr_float(&f, n->p[0]);
+			ptext(&f, n, 0, env);
 			acc(out, indent, a0, ginput, "%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",
 			    G, A[0], A[1], f.buf, A[0], A[1], f.buf, A[0], A[1]);
 			acc(out, indent, a1, ginput, "-%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",

@@ -105,6 +105,21 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 	mm->alpha = cJSON_IsNumber(it) ? it->valuedouble : 1.0;
 	it = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "beta") : NULL;
 	mm->beta = cJSON_IsNumber(it) ? it->valuedouble : 1.0;
+	mm->alpha_ref = mm->beta_ref = -1;
+	it = cJSON_GetObjectItemCaseSensitive(mo, "attr_refs");
+	for (int k = 0; k < 2 && it; k++) {
+		const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, k ? "beta" : "alpha");
+		struct targ a;
+
+		if (cJSON_IsString(r) && !tmpl_lookup(g, r->valuestring, &a) && a.kind == TA_INPUT &&
+		    g->in[a.idx].kind == TK_SCALAR)
+			*(k ? &mm->beta_ref : &mm->alpha_ref) = a.idx;
+	}
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(mo, "a_transposed"))) {
+		strbuf_reset(why);
+		strbuf_addf(why, "'%s' with a transposed first operand is not supported", kind);
+		return KB_ENOTFOUND;
+	}
 
 	/* the product's node */
 	mm->main = -1;
@@ -172,12 +187,12 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 			nb *= g->in[mm->bias].shape[d];
 		mm->bias_full = nb != g->nodes[mm->main].shape[n_dim - 1] && nb != 1;
 	}
-	if (mm->bias >= 0 && !mm->bias_full && mm->beta != 1.0) {
+	if (mm->bias >= 0 && !mm->bias_full && (mm->beta != 1.0 || mm->beta_ref >= 0)) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' with a bias vector scaled by beta %g is not supported", kind, mm->beta);
 		goto out;
 	}
-	if (mm->bias < 0 && mm->alpha != 1.0 && mm->kind != MK_ADDMM) {
+	if (mm->bias < 0 && (mm->alpha != 1.0 || mm->alpha_ref >= 0) && mm->kind != MK_ADDMM) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' with alpha is not supported", kind);
 		goto out;
@@ -362,10 +377,16 @@ int tmpl_matmul_render(const struct kb_template *t, const int64_t *point, struct
 	tvars_set(&vs, "BT", mm->b_t ? "1" : "0");
 	tvars_set(&vs, "SHAPES", shapes.buf);
 	tvars_set(&vs, "EPILOGUE", epi.buf);
-	texpr_float(&f, mm->alpha);
+	if (mm->alpha_ref >= 0)
+		strbuf_addf(&f, "(float)kb_scalar_f64(&inputs[%d])", mm->alpha_ref);
+	else
+		texpr_float(&f, mm->alpha);
 	tvars_set(&vs, "ALPHA", f.buf);
 	strbuf_reset(&f);
-	texpr_float(&f, mm->beta);
+	if (mm->beta_ref >= 0)
+		strbuf_addf(&f, "(float)kb_scalar_f64(&inputs[%d])", mm->beta_ref);
+	else
+		texpr_float(&f, mm->beta);
 	tvars_set(&vs, "BETA", f.buf);
 	if (cuda) {
 		tvars_setf(&vs, "ALGO", "%lld", (long long)tmpl_param(t, point, "algo", 0));

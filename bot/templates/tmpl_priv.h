@@ -59,6 +59,7 @@ struct tnode {
 	int nargs;
 	struct targ args[TMAX_ARGS];
 	double p[4];            /* resolved op parameters (see tmpl_expr.c) */
+	int pref[4];            /* a parameter taken from a scalar input (attr_refs), -1: p[k] */
 	enum tdtype dtype;
 	int ndim;
 	int64_t shape[TMAX_DIMS];
@@ -93,6 +94,7 @@ struct trow {
 	int norm_ndim;          /* layer_norm: trailing dims normalised */
 	double eps, delta, label_smoothing;
 	bool eps_given;
+	int eps_ref, delta_ref, ls_ref, ignore_ref; /* scalar inputs they come from, -1: constant */
 	int64_t ignore_index;
 	enum rreduction reduction;
 	bool *prologue, *epilogue; /* per node */
@@ -106,6 +108,7 @@ struct tmatmul {
 	bool b_t;               /* b is [N, K] (linear's weight) */
 	int main;               /* the product's node index, -1: none */
 	double alpha, beta;     /* addmm */
+	int alpha_ref, beta_ref; /* scalar inputs they come from, -1: constant */
 	bool *epilogue;         /* per node */
 	int lt_epilogue;        /* 0 none, 1 relu, 2 gelu (tanh): fused in cuBLASLt */
 	bool bias_full;         /* addmm's bias is [M, N] (cuBLASLt's C) */
@@ -165,8 +168,12 @@ int texpr_op_from_name(const char *name);
 const char *texpr_op_name(enum top op);
 /* number of tensor/const arguments an op takes (min, max) */
 void texpr_op_arity(enum top op, int *min, int *max);
-/* resolve op parameters from attrs/args; KB_ENOTFOUND with why set */
-int texpr_resolve(struct tnode *n, const cJSON *attrs, struct strbuf *why);
+/*
+ * Resolve op parameters from attrs/args, and which come from scalar inputs
+ * (attr_refs: {"attr": "input name"}, may be NULL); KB_ENOTFOUND with why set.
+ */
+int texpr_resolve(struct tnode *n, const cJSON *attrs, const cJSON *attr_refs,
+		  const struct tgraph *g, struct strbuf *why);
 /* true when the op has a derivative the backward emitter knows */
 bool texpr_has_derivative(enum top op);
 

@@ -157,6 +157,18 @@ static double attr_num(const cJSON *attrs, const char *key, double def, bool *gi
 	return cJSON_IsNumber(it) ? it->valuedouble : def;
 }
 
+/* attr_refs[key]: the scalar input an attribute comes from, -1: none */
+static int attr_ref(const struct tgraph *g, const cJSON *refs, const char *key)
+{
+	const cJSON *it = refs ? cJSON_GetObjectItemCaseSensitive(refs, key) : NULL;
+	struct targ a;
+
+	if (cJSON_IsString(it) && !tmpl_lookup(g, it->valuestring, &a) && a.kind == TA_INPUT &&
+	    g->in[a.idx].kind == TK_SCALAR)
+		return a.idx;
+	return -1;
+}
+
 /* mse/huber with reduction "none" are pointwise: the node becomes one */
 static int to_pointwise(struct kb_template *t, struct strbuf *why)
 {
@@ -176,6 +188,7 @@ static int to_pointwise(struct kb_template *t, struct strbuf *why)
 	n->args[1].kind = TA_INPUT;
 	n->args[1].idx = rw->target;
 	n->p[0] = rw->delta;
+	n->pref[0] = rw->delta_ref;
 	free(rw->prologue);
 	free(rw->epilogue);
 	rw->prologue = rw->epilogue = NULL;
@@ -283,6 +296,11 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 	rw->delta = attr_num(attrs, "delta", 1.0, NULL);
 	rw->label_smoothing = attr_num(attrs, "label_smoothing", 0.0, NULL);
 	rw->ignore_index = (int64_t)attr_num(attrs, "ignore_index", -100, NULL);
+	it = cJSON_GetObjectItemCaseSensitive(ro, "attr_refs");
+	rw->eps_ref = attr_ref(g, it, "eps");
+	rw->delta_ref = attr_ref(g, it, "delta");
+	rw->ls_ref = attr_ref(g, it, "label_smoothing");
+	rw->ignore_ref = attr_ref(g, it, "ignore_index");
 	rw->reduction = RR_MEAN;
 	it = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "reduction") : NULL;
 	if (cJSON_IsString(it)) {
@@ -660,9 +678,7 @@ static void emit_transform(const struct kb_template *t, const char *p, const cha
 		strbuf_addf(out, "((%s - %s) * (%s - %s))", p, tgt, p, tgt);
 		break;
 	case RK_HUBER:
-		strbuf_addf(out, "kb_huber(%s - %s, ", p, tgt);
-		texpr_float(out, rw->delta);
-		strbuf_addch(out, ')');
+		strbuf_addf(out, "kb_huber(%s - %s, a.delta)", p, tgt);
 		break;
 	default:
 		strbuf_addstr(out, p);
@@ -813,7 +829,7 @@ static void emit_struct(const struct kb_template *t, struct strbuf *out)
 		strbuf_addf(out, "\tconst %s *cw;\n", tmpl_ctype(g->in[rw->class_weight].dtype));
 	if (t->g.backward)
 		row_bwd_fields(t, out);
-	strbuf_addstr(out, "\tint64_t R, C, ignore;\n\tfloat eps, ls;\n};\n\n");
+	strbuf_addstr(out, "\tint64_t R, C, ignore;\n\tfloat eps, ls, delta;\n};\n\n");
 	free(used);
 }
 
@@ -940,11 +956,27 @@ int row_emit_setup(const struct kb_template *t, struct strbuf *out, bool backwar
 		if (map_kind(rw->kind))
 			strbuf_addstr(out, "\tvec_ok &= kb_aligned(a.o0, KB_VALIGN(KB_V, *a.o0));\n");
 	}
-	strbuf_addstr(out, "\ta.eps = (float)");
-	texpr_float(out, rw->eps);
-	strbuf_addstr(out, ";\n\ta.ls = (float)");
-	texpr_float(out, rw->label_smoothing);
-	strbuf_addf(out, ";\n\ta.ignore = %lld;\n", (long long)rw->ignore_index);
+	/* attributes: constants, or the scalar inputs they come from (they may change per call) */
+	{
+		const char *names[3] = { "eps", "ls", "delta" };
+		const double vals[3] = { rw->eps, rw->label_smoothing, rw->delta };
+		const int refs[3] = { rw->eps_ref, rw->ls_ref, rw->delta_ref };
+
+		for (int k = 0; k < 3; k++) {
+			strbuf_addf(out, "\ta.%s = ", names[k]);
+			if (refs[k] >= 0)
+				strbuf_addf(out, "(float)kb_scalar_f64(&inputs[%d]);\n", refs[k]);
+			else {
+				strbuf_addstr(out, "(float)");
+				texpr_float(out, vals[k]);
+				strbuf_addstr(out, ";\n");
+			}
+		}
+		if (rw->ignore_ref >= 0)
+			strbuf_addf(out, "\ta.ignore = kb_scalar_i64(&inputs[%d]);\n", rw->ignore_ref);
+		else
+			strbuf_addf(out, "\ta.ignore = %lld;\n", (long long)rw->ignore_index);
+	}
 	strbuf_release(&chk);
 	strbuf_release(&tn);
 	free(used);

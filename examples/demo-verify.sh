@@ -1,7 +1,7 @@
 #!/bin/sh
-# make demo: the main job on built-in defaults, as far as the pipeline goes
-# today: verify candidate kernels against PyTorch operators (a correct one
-# and a reward hack), then time the correct one against torch.
+# make demo-verify: the verifier alone: verify candidate kernels against
+# PyTorch operators (a correct one and a reward hack), then time the correct
+# one against torch.
 # Uses the GPU when torch sees one, else the CPU backend.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
