@@ -719,12 +719,14 @@ static int emit_x(const struct kb_template *t, struct strbuf *out)
 		texpr_arg(&p, g, &rw->input, &env);
 		if (rw->target >= 0 && ex[rw->target])
 			strbuf_addstr(&tg, ex[rw->target]);
+		if (!vec)
+			strbuf_addstr(out, "\t(void)a;\n\t(void)r;\n\t(void)c;\n\t(void)i;\n");
 		strbuf_addf(out, "%s%s", ind, vec ? "v[k] = " : "return ");
 		emit_transform(t, p.buf, tg.buf, out);
 		strbuf_addstr(out, ";\n");
 		if (vec)
-			strbuf_addstr(out, "\t}\n");
-		strbuf_addstr(out, "\t(void)a;\n\t(void)r;\n\t(void)c;\n\t(void)i;\n}\n\n");
+			strbuf_addstr(out, "\t}\n\t(void)a;\n\t(void)r;\n\t(void)c;\n\t(void)i;\n");
+		strbuf_addstr(out, "}\n\n");
 		row_free_exprs(t, ex);
 	}
 	rc = 0;
