@@ -356,15 +356,17 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		S = g->in[rw->input.idx].shape;
 		sn = g->in[rw->input.idx].ndim;
 	}
+	/* the reduced (trailing) dims: row_ndim, else normalized_shape, else the weight's */
 	K = 1;
-	if (rw->kind == RK_LAYER_NORM) {
+	it = cJSON_GetObjectItemCaseSensitive(ro, "row_ndim");
+	if (cJSON_IsNumber(it) && !rw->all) {
+		K = (int)it->valuedouble;
+	} else if (rw->kind == RK_LAYER_NORM || rw->kind == RK_RMS_NORM) {
 		it = attrs ? cJSON_GetObjectItemCaseSensitive(attrs, "normalized_shape") : NULL;
 		if (cJSON_IsArray(it))
 			K = cJSON_GetArraySize(it);
 		else if (rw->weight >= 0)
 			K = g->in[rw->weight].ndim;
-		if (K < 1)
-			K = 1;
 	} else if (!rw->all) {
 		const cJSON *dim = cJSON_GetObjectItemCaseSensitive(ro, "dim");
 		int d = cJSON_IsNumber(dim) ? (int)dim->valuedouble : -1;
@@ -386,6 +388,8 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 			goto out;
 		}
 	}
+	if (K < 1)
+		K = 1;
 	if (rw->kind == RK_CROSS_ENTROPY && sn != 2) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'cross_entropy' on %d-d logits (only [N, C]) is not supported", sn);
@@ -534,6 +538,11 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 	}
 	if (g->backward && row_bwd_check(t, pro, epi, why))
 		goto out;
+	if (row_space_input(t) < 0) {
+		strbuf_reset(why);
+		strbuf_addf(why, "'%s' reads no tensor of its full row space (a broadcast input only)", kind);
+		goto out;
+	}
 	if (t->backend == KB_BACKEND_CUDA) {
 		static const int64_t tpr[] = { 32, 8, 16, 64, 128, 256, 512, 1024 };
 		static const int64_t tpb[] = { 256, 128, 512, 1024 };

@@ -538,7 +538,9 @@ static int eval_rowwise(struct interp *ip, const cJSON *node, struct nd *out)
 			out->v[0] = !strcmp(red, "mean") ? s / (double)x->n : s;
 		return 0;
 	}
-	if (!strcmp(kind, "layer_norm")) {
+	if (cJSON_IsNumber(jget(ro, "row_ndim"))) {
+		K = (int)jnum(ro, "row_ndim", 1);
+	} else if (!strcmp(kind, "layer_norm") || !strcmp(kind, "rms_norm")) {
 		const cJSON *ns = jget(attrs, "normalized_shape");
 
 		K = cJSON_IsArray(ns) ? cJSON_GetArraySize(ns) : w ? w->ndim : 1;
