@@ -6,6 +6,8 @@
 #   make demo       the main job on built-in defaults (the bot on the local forge)
 #   make demo-verify the verifier alone on a correct kernel and a reward hack
 #   make bench-eval the verifier's benchmark (GPU figures; CPU otherwise)
+#   make bench-templates the built-in templates vs eager and torch.compile, per family and size
+#   make bench-search the LLM search: bot overhead per candidate, candidates per GPU-hour vs robust-kbench style
 #   make install PREFIX=/usr/local DESTDIR=
 # Missing packages are installed by mk/deps.sh (apt-get) or it prints the command.
 
@@ -62,7 +64,7 @@ REL := $(BUILD)
 SAN := $(BUILD)/asan
 
 .SECONDARY:
-.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle
+.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle bench-templates
 all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
 
 # kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
@@ -121,6 +123,18 @@ test-gpu: all
 bench-eval: all
 	@KB_BUILD=$(REL) sh bench/eval/run.sh
 
+# the built-in templates (kernelbot run) against torch eager and torch.compile:
+# three families at three sizes, roofline shares, the issue-4 targets
+bench-templates: all
+	@KB_BUILD=$(REL) sh bench/templates/run.sh
+
+# the LLM search with the LLM simulator: the bot's own overhead per candidate
+# and candidates per GPU-hour against a robust-kbench-style pipeline (fresh
+# process + torch extension per candidate); GPU figures, a small CPU run otherwise
+.PHONY: bench-search
+bench-search: all
+	@KB_BUILD=$(REL) sh bench/search/run.sh
+
 # what a GPU runner without the build's packages needs, in $(REL): the
 # shared libraries kernelbot links (all but glibc's and gcc's) in gpu-libs/
 # the daemon polling 100 idle repositories against the GitHub simulator:
@@ -143,7 +157,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kernelbot
 	install -m 0755 $(REL)/kernelbot $(DESTDIR)$(PREFIX)/bin/kernelbot
 	install -m 0644 config.ini $(DESTDIR)$(PREFIX)/share/kernelbot/config.ini
-	for d in verifier/harness bench/harness bot/templates/cuda bot/templates/cpu; do \
+	for d in verifier/harness bench/harness bot/templates/cuda bot/templates/cpu bot/search/prompts; do \
 		if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/kernelbot/$$d && \
 			cp -R $$d/. $(DESTDIR)$(PREFIX)/share/kernelbot/$$d/; fi; done
 	install -d $(DESTDIR)$(PREFIX)/share/kernelbot/verifier/include/dlpack
@@ -158,6 +172,6 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@sed -n '2,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^# Missing/p' Makefile | sed '$$d' | sed 's/^# \{0,1\}//'
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -2,24 +2,35 @@
 judging holds. A benchmark, not a test: it prints tables and exits 0 unless
 it could not run at all (exit 2) or a check line says "no" (exit 1).
 
-For the backend in use (cuda with a GPU, else cpu and the .cpp kernels):
+For the backend in use (cuda with a GPU, else cpu and the .cpp kernels),
+sections in the order they run:
+ 2. the spread of repeated timings: one kernel timed REPEATS times in one
+    worker, first and on a quiet device: per config the kernel medians,
+    their spread and the timing method (timing.py: CUDA-graph batches for
+    short calls, per-call events otherwise), and the spread of the
+    geometric means against the 2% target;
+ 3. every kernel that must be rejected, with its reasons (or the evidence
+    of an earlier run: --reject-evidence DIR, e.g. test-gpu's);
  1. seconds per candidate (build, load, correctness, timing, total as the
     bot saw it) for the correct kernel of each operator, native ABI and
     torch extension side by side, every candidate at >= 8 configs x 5 seeds
     and timed. Native candidates of one operator go to one multi-kernel
     `kernelbot verify` call (one harness worker), as the search sends them:
     VARIANTS copies of the kernel that differ by a comment, so each is
-    built; the first pays the worker's start. Torch extensions are built
-    by the harness (torch's loader), each in a call of its own, all started
-    at once in the background;
- 2. the spread of repeated timings: one kernel timed REPEATS times in one
-    worker, each geomean speedup and the per-config median spread;
- 3. every kernel that must be rejected, with its reasons (or the evidence
-    of an earlier run: --reject-evidence DIR, e.g. test-gpu's);
+    built; the first pays the worker's start and is reported apart from
+    the warm ones (the 5 s target is about a warm worker). Torch extensions
+    are built by the harness (torch's loader), each in a call of its own,
+    all started at once in the background when the run begins;
  4. final check lines: all rejected for their reason, no correct kernel
-    rejected, median seconds per native candidate against the 5 s target.
-Raw evidence and call logs: --out DIR gets one tar.gz of them (plus the
-report), else they stay in --workdir.
+    rejected, median seconds per native candidate in a warm worker against
+    the 5 s target (and the first in a fresh worker beside it), the timing
+    spread against 2%.
+--deadline S budgets the run: torch extensions for fewer operators when S
+is short, a native operator only while its expected cost still fits, and
+calls still running at S are stopped (kernelbot is sent SIGTERM, which ends
+its evaluation and the harness's process tree); the report says what was
+cut. Raw evidence and call logs: --out DIR gets one tar.gz of them (plus
+the report), else they stay in --workdir.
 """
 import argparse
 import concurrent.futures
@@ -37,6 +48,9 @@ import kbdrive  # noqa: E402
 
 TARGET_S = 5.0
 SPREAD_TARGET = 0.02
+EXT_FULL_DEADLINE_S = 300.0  # a shorter --deadline builds fewer torch extensions:
+EXT_S_PER_OP = 50.0          # one operator per this many seconds of it
+NATIVE_GUESS_S = {"cuda": 25.0, "cpu": 15.0}  # one native operator's call, before one ran
 BENCH_OPS = ["relu", "softmax", "linear_gelu", "scale_shift", "log", "two_outputs"]
 
 
@@ -91,7 +105,9 @@ class Eval:
         self.spread_evs = []
         self.rejects = {}       # stem -> (ev, source)
         self.walls = {}
-        self.skipped = []
+        self.starts = {}        # section -> seconds after the start
+        self.skipped = []       # what should have run and did not: a failed run
+        self.shrunk = []        # what the deadline's budget left out, on purpose
         self.unfinished = False
 
     def _config(self, name):
@@ -104,6 +120,41 @@ class Eval:
 
     def log(self, msg):
         print("[bench-eval %6.1fs] %s" % (time.monotonic() - self.t0, msg), flush=True)
+
+    def section(self, name, fn):
+        self.starts[name] = time.monotonic() - self.t0
+        t = time.monotonic()
+        fn()
+        self.walls[name] = time.monotonic() - t
+
+    # ------------------------------------------------------------ budget
+
+    def left(self):
+        """Seconds left before --deadline (None: no deadline)."""
+        if not self.a.deadline:
+            return None
+        return self.a.deadline - (time.monotonic() - self.t0)
+
+    def late(self, what):
+        if self.left() is not None and self.left() <= 0:
+            self.skipped.append(what)
+            self.log("deadline passed: %s skipped" % what)
+            return True
+        return False
+
+    def ext_budget(self, ops):
+        """The torch-extension operators this deadline affords: each build
+        takes about a minute of every core it gets and slows everything
+        else, so a short deadline builds fewer (and says so)."""
+        d = self.a.deadline
+        if not d or d >= EXT_FULL_DEADLINE_S or len(ops) <= 1:
+            return ops
+        keep = max(1, int(d // EXT_S_PER_OP))
+        if keep < len(ops):
+            self.shrunk.append("torch-ext for %d of %d operators (%s) under the %.0f s "
+                               "deadline" % (keep, len(ops), ", ".join(ops[:keep]), d))
+            return ops[:keep]
+        return ops
 
     # ------------------------------------------------------------ phases
 
@@ -121,32 +172,25 @@ class Eval:
         oks = kbdrive.ok_kernels(self.backend)
         copies = make_variants(oks["relu"], os.path.join(self.work, "spread"),
                                "ok_relu_t", self.a.repeats)
-        t = time.monotonic()
         run = self.kb.verify(kbdrive.operator_path("kb_relu.py"), copies,
                              os.path.join(self.evdir, "spread"), ["--seeds", "1"],
                              timeout=900)
-        self.walls["spread"] = time.monotonic() - t
         self.spread_evs = [run.evidence.get(kbdrive.stem(p)) for p in copies]
-        self.log("spread: %d timed evaluations of ok_relu (%.0f s)" % (
-            len(copies), self.walls["spread"]))
-
-    def left(self):
-        """Seconds left before --deadline (None: no deadline)."""
-        if not self.a.deadline:
-            return None
-        return self.a.deadline - (time.monotonic() - self.t0)
-
-    def late(self, what):
-        if self.left() is not None and self.left() <= 0:
-            self.skipped.append(what)
-            self.log("deadline passed: %s skipped" % what)
-            return True
-        return False
+        self.log("spread: %d timed evaluations of ok_relu" % len(copies))
 
     def natives(self):
         oks = kbdrive.ok_kernels(self.backend)
+        seen = []   # wall seconds of each operator's call so far
         for op in self.ops:
-            if op not in oks or self.late("native " + op):
+            if op not in oks:
+                continue
+            need = statistics.median(seen) if seen else NATIVE_GUESS_S[self.backend]
+            left = self.left()
+            if left is not None and left < need:
+                self.shrunk.append("native %s (a call takes about %.0f s, %.0f s were left)"
+                                   % (op, need, max(0.0, left)))
+                self.log("native %s left out: about %.0f s needed, %.0f s left" % (
+                    op, need, max(0.0, left)))
                 continue
             vs = make_variants(oks[op], os.path.join(self.work, "variants", op),
                                "ok_" + op, self.a.variants)
@@ -154,6 +198,7 @@ class Eval:
             run = self.kb.verify(kbdrive.operator_path(kbdrive.OK_OPERATORS[op]), vs,
                                  os.path.join(self.evdir, "native-" + op), timeout=900)
             self.walls["native-" + op] = time.monotonic() - t
+            seen.append(self.walls["native-" + op])
             self.rows_native[op] = [run.evidence.get(kbdrive.stem(p)) for p in vs]
             self.log("native %-12s %s (%.0f s for %d)" % (
                 op, ", ".join(kbdrive.verdict(e) for e in self.rows_native[op]),
@@ -184,6 +229,8 @@ class Eval:
                 return
         if self.late("rejections"):
             return
+        # one multi-kernel call (one worker) per operator, and the hang on
+        # its own so that its timeout runs beside them, not after them
         groups = {}
         hang = []
         for p, op in todo:
@@ -200,13 +247,33 @@ class Eval:
             op, ks, args, name = c
             run = self.kb.verify(op, ks, os.path.join(self.evdir, name), args, timeout=900)
             return ks, run
-        t = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(len(calls)) as ex:
             for ks, run in ex.map(one, calls):
                 for k in ks:
                     self.rejects[kbdrive.stem(k)] = (run.evidence.get(kbdrive.stem(k)), "this run")
-        self.walls["rejections"] = time.monotonic() - t
-        self.log("rejections: %d kernels (%.0f s)" % (len(todo), self.walls["rejections"]))
+        self.log("rejections: %d kernels" % len(todo))
+
+    def wait_ext(self, futs):
+        """Collect the torch extensions, stopping those still running at the
+        deadline (their kernelbot kills the harness's whole process tree)."""
+        pending = dict(futs)
+        for op, f in futs.items():
+            left = self.left()
+            try:
+                self.rows_ext[op] = f.result(timeout=None if left is None else max(1, left))[1]
+                pending.pop(op)
+            except concurrent.futures.TimeoutError:
+                break
+        if pending:
+            n = kbdrive.stop_all()
+            self.log("deadline: stopped %d call(s) still running: torch-ext %s" % (
+                n, ", ".join(pending)))
+            for op, f in pending.items():
+                try:
+                    f.result(timeout=kbdrive.STOP_GRACE_S + 60)
+                except concurrent.futures.TimeoutError:
+                    self.unfinished = True   # main() will not wait for it
+                self.skipped.append("torch-ext %s (not finished by the deadline; stopped)" % op)
 
     def run(self):
         self.t0 = time.monotonic()
@@ -215,22 +282,24 @@ class Eval:
         self.ops = [op for op in (self.a.ops.split(",") if self.a.ops else BENCH_OPS)
                     if op in kbdrive.ok_kernels(self.backend)]
         exts = kbdrive.ext_kernels(self.backend)
-        self.log("backend %s, %d operators, workdir %s" % (self.backend, len(self.ops), self.work))
+        ext_ops = self.ext_budget([op for op in self.ops if op in exts])
+        self.log("backend %s, %d operators (%d with a torch extension), workdir %s" % (
+            self.backend, len(self.ops), len(ext_ops), self.work))
         # torch extensions build for about a minute each: start them first,
-        # in the background, while the native candidates use the device
+        # in the background (CPU only until their build ends); the spread is
+        # measured meanwhile on a device nothing else uses yet
         pool = concurrent.futures.ThreadPoolExecutor(max(1, self.a.jobs))
-        ext_futs = {op: pool.submit(self.ext_one, op, exts[op]) for op in self.ops if op in exts}
-        self.spread()
-        self.natives()
-        for op, f in ext_futs.items():
-            left = self.left()
-            try:
-                self.rows_ext[op] = f.result(timeout=None if left is None else max(1, left))[1]
-            except concurrent.futures.TimeoutError:
-                self.skipped.append("torch-ext %s (not finished)" % op)
-                self.unfinished = True
+        self.starts["torch-ext"] = 0.0
+        t_ext = time.monotonic()
+        ext_futs = {op: pool.submit(self.ext_one, op, exts[op]) for op in ext_ops}
+        self.section("spread", self.spread)
+        # before the native operators, so that the deadline cuts natives
+        # (which it says), never the rejection check
+        self.section("rejections", self.rejections)
+        self.section("natives", self.natives)
+        self.wait_ext(ext_futs)
+        self.walls["torch-ext"] = time.monotonic() - t_ext
         pool.shutdown(wait=not self.unfinished)
-        self.rejections()
         self.walls["all"] = time.monotonic() - self.t0
         return self.report()
 
@@ -239,33 +308,55 @@ class Eval:
     def report(self):
         out = io.StringIO()
         p = lambda s="": print(s, file=out)  # noqa: E731
-        first = next((e for evs in self.rows_native.values() for e in evs if e), None)
+        first = next((e for evs in list(self.rows_native.values()) + [self.spread_evs]
+                      for e in evs if e), None)
         env = (first or {}).get("environment") or {}
         p("bench-eval: backend %s (%s), torch %s, kernelbot %s; %d configs x %d seeds "
           "requested per candidate; timing vs %s, min %d ms / max %d reps per "
-          "measurement; %.0f s in all" % (
+          "measurement; %.0f s in all%s" % (
               self.backend, env.get("device") or "?", env.get("torch") or "?",
               env.get("kernelbot") or "?", self.a.configs, self.a.seeds, self.a.baselines,
-              self.a.min_time_ms, self.a.max_reps, self.walls["all"]))
+              self.a.min_time_ms, self.a.max_reps, self.walls["all"],
+              " (deadline %.0f s)" % self.a.deadline if self.a.deadline else ""))
+        p("sections, seconds from the start + wall: " + ", ".join(
+            "%s %.0f+%.0f" % (k, self.starts[k], self.walls[k])
+            for k in ("spread", "rejections", "natives", "torch-ext")
+            if k in self.starts and k in self.walls) +
+          " (torch-ext in the background from the start)")
+        if self.shrunk:
+            p("left out by the deadline's budget: " + "; ".join(self.shrunk))
         p()
+        native = self.report_candidates(p)
+        p()
+        spread = self.report_spread(p)
+        p()
+        rejected = self.report_rejections(p)
+        p()
+        ok = self.report_checks(p, native, spread, rejected)
+        return out.getvalue(), ok
+
+    def report_candidates(self, p):
         p("1. Seconds per candidate: native ABI and torch extension (timed; "
-          "'total' = static + build + harness call as the bot saw it)")
-        rows, all_native, warm, cold = [], [], [], []
-        correct_bad = []
+          "'total' = static + build + harness call as the bot saw it; 'worker': "
+          "fresh = first candidate of a new harness worker, which pays python, "
+          "torch and CUDA start, warm = a later one)")
+        rows, warm, cold, starts, correct_bad = [], [], [], [], []
         for op in self.ops:
             opname = os.path.splitext(kbdrive.OK_OPERATORS[op])[0]
             evs = self.rows_native.get(op) or []
             for i, ev in enumerate(evs):
                 st = kbdrive.stages(ev)
                 seq = ((ev or {}).get("environment") or {}).get("worker_seq")
-                label = "native #%d%s" % (i + 1, " (worker start)" if seq == 1 else "")
+                fresh = seq == 1
                 n, s = kbdrive.configs_seeds(ev)
-                rows.append([opname, label, fmt(st["build"]), fmt(st["load"]),
-                             fmt(st["correctness"]), fmt(st["timing"]), fmt(st["candidate"]),
-                             "%s x %s" % (n, s), kbdrive.verdict(ev)])
+                rows.append([opname, "native #%d" % (i + 1), "fresh" if fresh else "warm",
+                             fmt(st["build"]), fmt(st["load"]), fmt(st["correctness"]),
+                             fmt(st["timing"]), fmt(st["candidate"]), "%s x %s" % (n, s),
+                             kbdrive.verdict(ev)])
                 if st["candidate"] is not None:
-                    all_native.append(st["candidate"])
-                    (cold if seq == 1 else warm).append(st["candidate"])
+                    (cold if fresh else warm).append(st["candidate"])
+                    if fresh and st["harness"] is not None and st["total"] is not None:
+                        starts.append(st["harness"] - st["total"])
                 if kbdrive.verdict(ev) != "verified":
                     correct_bad.append(("ok_%s native #%d" % (op, i + 1), ev))
             if op in self.rows_ext:
@@ -273,50 +364,86 @@ class Eval:
                 st = kbdrive.stages(ev)
                 n, s = kbdrive.configs_seeds(ev)
                 # the harness builds an extension: its build is in load
-                rows.append([opname, "torch-ext", fmt(st["build"]), fmt(st["load"]),
+                rows.append([opname, "torch-ext", "fresh", fmt(st["build"]), fmt(st["load"]),
                              fmt(st["correctness"]), fmt(st["timing"]), fmt(st["candidate"]),
                              "%s x %s" % (n, s), kbdrive.verdict(ev)])
                 if kbdrive.verdict(ev) != "verified":
                     correct_bad.append(("ext %s" % op, ev))
-        p(table(rows, ["operator", "path", "build s", "load s", "correct s", "timing s",
-                       "total s", "configs x seeds", "verdict"]))
+        p(table(rows, ["operator", "path", "worker", "build s", "load s", "correct s",
+                       "timing s", "total s", "configs x seeds", "verdict"]))
         p("(native: %d candidates per operator in one call, one worker; 'build s' is a "
           "candidate's share of their parallel build. torch-ext: torch's loader builds "
           "it inside the harness, so its build is in 'load s'; each in a call of its own, "
           "%d at a time, MAX_JOBS=%s)" % (self.a.variants, self.a.jobs,
                                           self.env.get("MAX_JOBS")))
-        p()
+        p("native, warm worker: median %s s over %d (max %s s); first in a fresh worker: "
+          "median %s s over %d, of which the worker's start (harness call minus the "
+          "harness's own total) %s s" % (
+              fmt(statistics.median(warm)) if warm else "-", len(warm),
+              fmt(max(warm)) if warm else "-",
+              fmt(statistics.median(cold)) if cold else "-", len(cold),
+              fmt(statistics.median(starts)) if starts else "-"))
+        return {"warm": warm, "cold": cold, "starts": starts, "correct_bad": correct_bad}
 
-        p("2. Repeated timing: ok_relu timed %d times in one worker (seeds 1)" % len(self.spread_evs))
-        g = [kbdrive.geomean_speedup(ev) for ev in self.spread_evs]
-        meds = [kbdrive.kernel_medians(ev) for ev in self.spread_evs]
+    def report_spread(self, p):
+        evs = self.spread_evs
+        p("2. Repeated timing: ok_relu timed %d times in one worker (seeds 1), before "
+          "anything else used the device" % len(evs))
+        g = [kbdrive.geomean_speedup(ev) for ev in evs]
+        meds = [kbdrive.kernel_medians(ev) for ev in evs]
+        tims = [kbdrive.config_timings(ev) for ev in evs]
+        gk = [kbdrive.geomean_of(m.values()) if m else None for m in meds]
         rows = []
-        for i, (ev, gm, m) in enumerate(zip(self.spread_evs, g, meds)):
+        for i, (ev, gm, gkm, m) in enumerate(zip(evs, g, gk, meds)):
             rows.append([i + 1, kbdrive.verdict(ev), fmt(gm, 4) + ("x" if gm else ""),
-                         len(m), fmt(sum(m.values()), 4) if m else "-"])
-        p(table(rows, ["run", "verdict", "geomean speedup vs eager", "timed configs",
-                       "sum of kernel medians ms"]))
+                         fmt(gkm, 5), len(m)])
+        p(table(rows, ["run", "verdict", "geomean speedup vs eager",
+                       "geomean kernel median ms", "timed configs"]))
         names = sorted(set.intersection(*(set(m) for m in meds))) if meds and all(meds) else []
-        per = {n: kbdrive.spread([m[n] for m in meds]) for n in names}
-        gs = kbdrive.spread(g)
-        if per:
-            worst = max(per, key=lambda k: per[k])
-            p("geomean speedup spread (max/min - 1): %s; per-config kernel median spread: "
-              "median %s, max %s (%s); target 2%%: %s" % (
-                  pct(gs), pct(statistics.median(per.values())), pct(per[worst]), worst,
-                  "met" if per[worst] <= SPREAD_TARGET and (gs or 0) <= SPREAD_TARGET
-                  else "missed"))
-            big = [n for n in names if min(m[n] for m in meds) >= 0.01]
-            if big and len(big) < len(names):
-                w = max(big, key=lambda k: per[k])
-                p("configs whose kernel runs >= 10 us (event resolution ~0.5 us matters "
-                  "below): max spread %s (%s)" % (pct(per[w]), w))
-            p(table([[n] + [fmt(m[n], 4) for m in meds] + [pct(per[n])] for n in names],
-                    ["config"] + ["run %d ms" % (i + 1) for i in range(len(meds))] + ["spread"]))
-        else:
+        res = {"kernel_spread": None, "speedup_spread": None, "per": {}}
+        if not names:
             p("no timings to compare")
-        p()
+            return res
+        per = {n: kbdrive.spread([m[n] for m in meds]) for n in names}
+        gks = kbdrive.spread(gk)
+        gs = kbdrive.spread(g)
+        res.update(kernel_spread=gks, speedup_spread=gs, per=per)
+        verdict = lambda x: "met" if x is not None and x <= SPREAD_TARGET else "missed"  # noqa: E731
+        p("geomean kernel median spread (max/min - 1): %s, target 2%%: %s" % (pct(gks), verdict(gks)))
+        p("geomean speedup spread: %s, target 2%%: %s" % (pct(gs), verdict(gs)))
+        worst = max(per, key=lambda k: per[k])
+        within = sum(1 for n in names if per[n] is not None and per[n] <= SPREAD_TARGET)
+        p("per-config kernel median spread: median %s, max %s (%s); %d of %d configs "
+          "within 2%%" % (pct(statistics.median(per.values())), pct(per[worst]), worst,
+                          within, len(names)))
+        methods = {}
+        for t in tims:
+            for n in names:
+                m = (t.get(n) or {}).get("method") or "?"
+                methods.setdefault(m, set()).add(n)
+        p("timing methods: " + ", ".join("%s for %d config(s)" % (m, len(v))
+                                         for m, v in sorted(methods.items())))
+        reasons = sorted({(t.get(n) or {}).get("method_reason") or "" for t in tims for n in names
+                          if (t.get(n) or {}).get("method") == "events"} - {""})
+        for r in reasons[:4]:
+            p("  events because: %s" % r)
+        rows = []
+        for n in names:
+            ms = [(t.get(n) or {}).get("method") or "?" for t in tims]
+            cis = [((t.get(n) or {}).get("kernel") or {}).get("ci_rel") for t in tims]
+            cis = [c for c in cis if c is not None]
+            batch = [((t.get(n) or {}).get("kernel") or {}).get("batch") for t in tims]
+            rows.append([n] + [fmt(m[n], 5) for m in meds] + [
+                pct(per[n]), "/".join(sorted(set(ms))),
+                "/".join(str(b) for b in sorted({b for b in batch if b})) or "-",
+                pct(max(cis)) if cis else "-"])
+        p(table(rows, ["config"] + ["run %d ms" % (i + 1) for i in range(len(meds))] +
+                ["spread", "method", "batch", "max ci"]))
+        p("('max ci': the largest half-width of a run's 95% confidence interval of the "
+          "kernel median, relative)")
+        return res
 
+    def report_rejections(self, p):
         p("3. Kernels that must be rejected")
         rows, all_rejected = [], True
         for name in sorted(self.rejects):
@@ -329,30 +456,40 @@ class Eval:
                          fmt(st["candidate"]), "yes" if ok else "NO", src])
         p(table(rows, ["kernel", "verdict", "checks", "expected (one of)", "total s",
                        "right reason", "evidence"]))
-        p()
+        return all_rejected
 
+    def report_checks(self, p, native, spread, all_rejected):
         p("4. Checks")
         n_rej = len(self.rejects)
         p("every hack rejected for its reason: %s (%d/%d)" % (
             "yes" if all_rejected and n_rej else "NO",
             sum(1 for k in self.rejects if kbdrive.rejection_ok(k, self.rejects[k][0])[0]), n_rej))
+        correct_bad = native["correct_bad"]
         n_correct = sum(len(v) for v in self.rows_native.values()) + len(self.rows_ext)
         p("no correct kernel rejected: %s (%d correct candidates%s)" % (
             "yes" if not correct_bad and n_correct else "NO", n_correct,
             "; rejected: " + "; ".join("%s: %s %s" % (k, kbdrive.verdict(e), sorted(kbdrive.checks(e)))
                                        for k, e in correct_bad) if correct_bad else ""))
-        med = statistics.median(all_native) if all_native else None
-        p("median seconds per native candidate: %s s over %d (warm worker: %s s, "
-          "first in a worker: %s s) vs target %.0f s: %s" % (
-              fmt(med), len(all_native),
-              fmt(statistics.median(warm)) if warm else "-",
-              fmt(statistics.median(cold)) if cold else "-", TARGET_S,
-              "met" if med is not None and med <= TARGET_S else "missed"))
+        warm, cold = native["warm"], native["cold"]
+        med = statistics.median(warm) if warm else None
+        p("median seconds per native candidate in a warm worker: %s s over %d vs target "
+          "%.0f s: %s" % (fmt(med), len(warm), TARGET_S,
+                          "met" if med is not None and med <= TARGET_S else "missed"))
+        p("first native candidate in a fresh worker (python, torch and CUDA start; the "
+          "target is about a warm worker): median %s s over %d" % (
+              fmt(statistics.median(cold)) if cold else "-", len(cold)))
+        gks, gs = spread["kernel_spread"], spread["speedup_spread"]
+        per = spread["per"]
+        p("repeated timing, geomean of kernel medians: spread %s vs target 2%%: %s; "
+          "geomean speedup %s; per config max %s" % (
+              pct(gks), "met" if gks is not None and gks <= SPREAD_TARGET else "missed",
+              pct(gs), pct(max(per.values())) if per else "-"))
+        if self.shrunk:
+            p("left out by the budget (deadline %s s): %s" % (self.a.deadline, "; ".join(self.shrunk)))
         if self.skipped:
             p("NOT RUN (deadline %s s): %s" % (self.a.deadline, "; ".join(self.skipped)))
-        text = out.getvalue()
         ok = all_rejected and n_rej and not correct_bad and n_correct and not self.skipped
-        return text, bool(ok)
+        return bool(ok)
 
 
 def main():

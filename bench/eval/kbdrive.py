@@ -10,9 +10,12 @@ single-kernel calls instead, each with a state dir of its own.
 """
 import concurrent.futures
 import json
+import math
 import os
 import re
+import signal
 import subprocess
+import threading
 import time
 
 TOP = os.environ.get("KB_TOP") or os.path.abspath(
@@ -150,19 +153,89 @@ class Run:
             self.stderr[-20000:])
 
 
+STOP_GRACE_S = 10   # kernelbot stops its evaluations on SIGTERM; then SIGKILL
+_live = {}          # pid -> Popen of every kernelbot call running
+_live_lock = threading.Lock()
+
+
+def session_pids(sid):
+    """Pids of the processes in session sid (Linux /proc; [] elsewhere)."""
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # after the name: state ppid pgrp session ...
+        if len(fields) > 3 and fields[3] == str(sid) and fields[0] not in ("Z", "X"):
+            out.append(int(name))
+    return out
+
+
+def stop_call(p, grace=None):
+    """End one kernelbot call started by _run: SIGTERM (it stops its
+    evaluation and kills the harness's process tree), then after grace s
+    SIGKILL for it and anything left in its session (each call is a
+    session of its own)."""
+    if p.poll() is None:
+        try:
+            p.send_signal(signal.SIGTERM)
+            p.wait(STOP_GRACE_S if grace is None else grace)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for pid in [p.pid] + session_pids(p.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def stop_all(grace=None):
+    """Stop every kernelbot call still running (a benchmark's deadline)."""
+    with _live_lock:
+        procs = list(_live.values())
+    threads = [threading.Thread(target=stop_call, args=(p, grace)) for p in procs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(procs)
+
+
 def _run(argv, timeout, env=None):
     t0 = time.monotonic()
+    # a session of its own: what it leaves behind can be found and killed
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         universal_newlines=True, cwd=TOP, env=env,
+                         start_new_session=True)
+    with _live_lock:
+        _live[p.pid] = p
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, timeout=timeout, cwd=TOP,
-                           env=env)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        stop_call(p)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # an escaped process holds its pipes
+            out, err = "", "(its output could not be read)"
         rc = "timeout"
-        out = e.stdout if isinstance(e.stdout, str) else (e.stdout or b"").decode("utf-8", "replace")
-        err = e.stderr if isinstance(e.stderr, str) else (e.stderr or b"").decode("utf-8", "replace")
-        err += "\n(killed by the driver after %d s)" % timeout
-    return Run(argv, rc, out, err, time.monotonic() - t0)
+        err = (err or "") + "\n(stopped by the driver after %d s)" % timeout
+    finally:
+        with _live_lock:
+            _live.pop(p.pid, None)
+    return Run(argv, rc, out or "", err or "", time.monotonic() - t0)
 
 
 def _load(path):
@@ -330,6 +403,20 @@ def kernel_medians(ev):
         if k.get("median_ms") is not None:
             out[c.get("name") or str(c.get("index"))] = k["median_ms"]
     return out
+
+
+def config_timings(ev):
+    """{config name: its timing entry} of the timed configs."""
+    return {c.get("name") or str(c.get("index")): c["timing"]
+            for c in (ev or {}).get("configs") or [] if c.get("timing")}
+
+
+def geomean_of(values):
+    """Geometric mean of the positive values, or None."""
+    v = [x for x in values if x is not None and x > 0]
+    if not v:
+        return None
+    return math.exp(sum(math.log(x) for x in v) / len(v))
 
 
 def spread(values):

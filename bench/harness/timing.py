@@ -7,42 +7,88 @@ CUDA-only code runs only when device == "cuda".
 Public API
 ----------
 measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
-        l2_flush=True) -> {name: {"median_ms", "iqr_ms", "reps",
-                                   "sync_median_ms", "min_ms", "total_ms",
-                                   "host_median_ms", "side_stream_suspect"}}
+        l2_flush=True, method="auto", ci_target=None, graph_below_ms=None)
+        -> {name: {"median_ms", "iqr_ms", "min_ms", "reps", "total_ms",
+                   "sync_median_ms", "host_median_ms", "side_stream_suspect",
+                   "method", "method_reason", "batch", "samples", "ci_rel",
+                   and with method "graph": "flush_ms", "events_median_ms"}}
     Times every zero-argument callable of `fns` in the same process,
-    interleaved: repetition r calls every fn once, in an order rotated by r,
-    so clock and thermal drift hit all of them alike. Warm-up calls are not
-    timed. Repetitions continue until the slowest fn's summed time reaches
-    `min_time_ms` or `max_reps` repetitions were done (at least
-    min(3, max_reps)); "total_ms" is a fn's summed timed time. Statistics
-    are the median and inter-quartile range of the per-call times, never
-    the mean. Exceptions from a fn propagate.
+    interleaved: each repetition (or round) calls every fn once, in an
+    order rotated by its number, so clock and thermal drift hit all of them
+    alike. Warm-up calls are not timed. Every fn of one call is timed by
+    the same method ("method", with "method_reason" saying why), so a
+    speedup compares like with like. Statistics are the median and
+    inter-quartile range of per-call samples, never the mean; "ci_rel" is
+    the half-width of the median's distribution-free 95% confidence
+    interval over the median (None with too few samples). "reps" counts
+    the calls timed, "samples" the per-call figures the statistics are
+    over (a graph sample is the mean of a batch of "batch" calls).
+    Exceptions from a fn propagate (outside a graph capture).
 
-    cuda: CUDA events on the current stream around each call. Before each
-      timed call L2 is flushed by writing a buffer of FLUSH_FACTOR x the
-      device's L2 size (allocated once per device); the flush is enqueued
-      before the start event, so it is outside the timed region. The flush,
-      topped up with torch.cuda._sleep to about 2x the fn's host-side time
-      seen in the warm-up, keeps the device busy while the host enqueues the
-      call, so the host's launch overhead (Python, ctypes, torch.compile
-      guards) is not timed: the events time device work only. The device is
+    cpu ("wall"): time.perf_counter_ns around each call; the cache flush
+      writes a buffer of 2 x the last-level cache (read from sysfs, default
+      32 MB) before each call, outside the timed region. Repetitions until
+      the slowest fn's summed time reaches `min_time_ms` or `max_reps`
+      repetitions were done (at least min(3, max_reps)). "sync_median_ms"
+      equals "median_ms" and "side_stream_suspect" is False.
+
+    cuda: on torch's current stream. First a fixed warm-up of CLOCK_WARM_MS
+      of device work (so the clocks have left idle; they are never set),
+      then `warmup` untimed calls of each fn, then PROBE_REPS repetitions
+      timed per call by "events" (below). Their medians pick the method:
+      "auto" uses "graph" when the shortest fn's median is below
+      `graph_below_ms` (default GRAPH_BELOW_MS: CUDA events resolve about
+      0.5 us, a few percent of a ~5 us kernel) and a batch of the longest
+      fn replays within GRAPH_REPLAY_MAX_MS (a slow baseline beside a fast
+      kernel would make graph rounds costly), else "events"; "events" and
+      "graph" ask for one (graph still falls back).
+
+      "events": CUDA events around each call. Before each timed call L2
+      is flushed by writing a buffer of FLUSH_FACTOR x the device's L2
+      size (allocated once per device); the flush is enqueued before the
+      start event, so it is outside the timed region. The flush, topped up
+      with torch.cuda._sleep to about 2x the fn's host-side time seen in
+      the warm-up, keeps the device busy while the host enqueues the call,
+      so the host's launch overhead (Python, ctypes, torch.compile guards)
+      is not timed: the events time device work only. The device is
       synchronised after each timed call (after its end event), so work a
       fn leaves running on another stream cannot slow the next fn.
-      Cross-check for work hidden on other streams: after every
-      SYNC_EVERY-th repetition each fn
-      is called once more (not part of "reps" or the event statistics) and
-      timed on the host, from a synchronised idle device to the end of
-      torch.cuda.synchronize() after fn(). "sync_median_ms" is the median of
-      those, "host_median_ms" the median host time of fn() alone (launch
-      cost). "side_stream_suspect" is True when
+      Repetitions until the slowest fn's summed time reaches min_time_ms or
+      max_reps (the probe's repetitions count).
+
+      "graph": for short calls, where the events' resolution and jitter
+      are a large part of a call. Per fn one CUDA graph of `batch` (L2
+      flush, call) pairs, plus one graph of `batch` flushes alone; each
+      round replays all of them, rotated, each between two events after a
+      spin that lets the host enqueue the replay. A fn's sample of a round
+      is (its replay - the flushes' replay) / batch: its calls' device
+      time, each after a flush, with the flushes subtracted ("flush_ms"
+      is the median flush). batch: about GRAPH_BATCH_MS of the shortest
+      fn, within [GRAPH_MIN_BATCH, GRAPH_MAX_BATCH]. Rounds: at least
+      GRAPH_MIN_ROUNDS, then until every fn's ci_rel <= ci_target (default
+      CI_TARGET) or the calls' summed time reaches min_time_ms; never more
+      than max_reps calls. Graph capture runs in global mode: a fn that is
+      not capturable (an allocation, a synchronisation, the legacy default
+      stream, a non-zero return of a native ABI call, an exception) ends
+      the attempt, and then every fn is timed by "events" instead, with
+      the failure in "method_reason". So does a graph that gives a fn less
+      than GRAPH_TRUST x its per-call median ("events_median_ms", from the
+      probe): work skipped while capturing must not look fast.
+
+      Cross-check for work hidden on other streams, with either method:
+      after every SYNC_EVERY-th repetition or round each fn is called once
+      more (not part of the statistics) and timed on the host, from a
+      synchronised idle device to the end of torch.cuda.synchronize()
+      after fn(). "sync_median_ms" is the median of those,
+      "host_median_ms" the median host time of fn() alone (launch cost).
+      "side_stream_suspect" is True when
           sync_median - sync_latency > 1.5 * max(median, host_median) + 0.02 ms
-      i.e. the device stayed busy well after both the timed stream's work and
-      the host call had finished: work the events did not see.
-    cpu: time.perf_counter_ns around each call; the cache flush writes a
-      buffer of 2 x the last-level cache (read from sysfs, default 32 MB)
-      before each call, outside the timed region. "sync_median_ms" equals
-      "median_ms" and "side_stream_suspect" is False.
+      i.e. the device stayed busy well after both the timed stream's work
+      and the host call had finished: work the events did not see.
+
+median_ci(samples) -> (low, high) | None;  ci_rel(samples) -> float | None
+    The 95% confidence interval of a median from order statistics, and its
+    half-width over the median.
 
 stats(samples_ms) -> {"median_ms", "iqr_ms", "min_ms", "reps"}
     The statistics measure() reports, for a list of per-call times. Quartiles
@@ -88,6 +134,18 @@ LEAD_HOST_FACTOR = 2.0
 LEAD_MARGIN_US = 20.0
 LEAD_MAX_US = 2000.0
 DEFAULT_HOST_US = 50.0
+METHODS = ("auto", "graph", "events")
+CLOCK_WARM_MS = 20.0        # device work before anything is timed (clocks up)
+PROBE_REPS = 8              # per-call repetitions that pick the method
+GRAPH_BELOW_MS = 0.1        # "auto": graphs when the shortest call is below this
+GRAPH_BATCH_MS = 0.2        # device time of the shortest fn per captured batch
+GRAPH_MIN_BATCH = 8
+GRAPH_MAX_BATCH = 64
+GRAPH_MIN_ROUNDS = 10
+GRAPH_REPLAY_MAX_MS = 10.0  # "auto": no graphs when a batch of the longest fn takes longer
+CI_TARGET = 0.005           # rounds stop once every median is known to +-0.5%
+GRAPH_TRUST = 0.5           # a graph under half the per-call median is not trusted
+GRAPH_TRUST_SLACK_MS = 0.002
 _sleep_rate = {}
 _flush_time = {}
 
@@ -198,6 +256,10 @@ def _cuda_flush_buffer(torch, dev):
 
 # ------------------------------------------------------------------ measure
 
+class CaptureError(Exception):
+    """A CUDA graph could not be captured (or replayed) from the fns."""
+
+
 def _flush_us(torch, buf):
     """Device time of one L2 flush, in microseconds (measured once)."""
     key = buf.data_ptr()
@@ -243,6 +305,41 @@ def _enough(totals, reps, min_time_ms, max_reps):
     return max(totals.values()) >= min_time_ms
 
 
+def median_ci(samples, z=1.96):
+    """Distribution-free confidence interval of the median (order
+    statistics, normal approximation of the binomial; 95% for z=1.96):
+    (low, high), or None with too few samples for one."""
+    s = sorted(float(v) for v in samples)
+    n = len(s)
+    if n == 0:
+        return None
+    half = z * math.sqrt(n) / 2.0
+    lo = int(math.floor(n / 2.0 - half))        # 1-based ranks
+    hi = int(math.ceil(1 + n / 2.0 + half))
+    if lo < 1 or hi > n:
+        return None
+    return s[lo - 1], s[hi - 1]
+
+
+def ci_rel(samples):
+    """Half-width of median_ci over the median: the relative uncertainty of
+    a median (None with too few samples or a median of 0)."""
+    ci = median_ci(samples)
+    if ci is None:
+        return None
+    med = _median(samples)
+    if not med or not math.isfinite(med) or med <= 0:
+        return None
+    return (ci[1] - ci[0]) / 2.0 / med
+
+
+def _bad_rc(value):
+    """A native ABI call returns an int: non-zero means it failed."""
+    return isinstance(value, int) and not isinstance(value, bool) and value != 0
+
+
+# --------------------------------------------------------- the CPU (wall)
+
 def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
     buf = _cpu_flush_buffer() if l2_flush else None
     for _ in range(warmup):
@@ -270,17 +367,384 @@ def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
         st["sync_median_ms"] = st["median_ms"]
         st["host_median_ms"] = st["median_ms"]
         st["side_stream_suspect"] = False
+        st.update({"method": "wall", "method_reason": "cpu: host clock around each call",
+                   "batch": 1, "samples": st["reps"], "ci_rel": ci_rel(samples[name])})
         out[name] = st
     return out
 
 
-def _measure_cuda(fns, names, warmup, min_time_ms, max_reps, l2_flush):
-    import torch
+# ------------------------------------------------------- the CUDA device
 
-    dev = torch.cuda.current_device()
-    buf = _cuda_flush_buffer(torch, dev) if l2_flush else None
-    sleep = getattr(torch.cuda, "_sleep", None)
-    rate = _sleep_cycles_per_us(torch) if sleep is not None else None
+class TorchCuda:
+    """The device side of a CUDA measurement, on torch's current stream:
+    what _measure_device needs and nothing else, so that the method
+    selection and its fallbacks can be tested without a GPU (tests give
+    _measure_device a stand-in with the same methods)."""
+
+    def __init__(self, torch, l2_flush):
+        self.torch = torch
+        self.index = torch.cuda.current_device()
+        self.buf = _cuda_flush_buffer(torch, self.index) if l2_flush else None
+        self._sleep = getattr(torch.cuda, "_sleep", None)
+        self.rate = _sleep_cycles_per_us(torch) if self._sleep is not None else None
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def flush(self):
+        """Enqueue an L2 flush (nothing without a flush buffer)."""
+        if self.buf is not None:
+            self.buf.fill_(0)
+
+    def flush_ms(self):
+        return _flush_us(self.torch, self.buf) / 1e3 if self.buf is not None else 0.0
+
+    def spin_us(self, us):
+        """Enqueue about us microseconds of device work that touches no memory."""
+        if self._sleep is not None and self.rate and us > 0:
+            self._sleep(int(us * self.rate))
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def record(self, ev):
+        ev.record(self.torch.cuda.current_stream())
+
+    def elapsed_ms(self, start, end):
+        return start.elapsed_time(end)
+
+    def warm_clocks(self, ms):
+        """A fixed warm-up: ms of device work (flushes: every SM and the
+        memory busy), so clocks have left their idle state before anything
+        is timed. The clocks themselves are never set (METHOD.md)."""
+        if ms <= 0:
+            return
+        if self.buf is not None:
+            per = max(self.flush_ms(), 1e-3)
+            for _ in range(min(int(math.ceil(ms / per)), 4000)):
+                self.flush()
+        else:
+            self.spin_us(ms * 1e3)
+        self.sync()
+
+    def capture_unsupported(self):
+        """Why graphs cannot be captured here, or None."""
+        cuda = self.torch.cuda
+        if not hasattr(cuda, "CUDAGraph"):
+            return "this torch has no CUDA graphs"
+        try:
+            if cuda.current_stream() == cuda.default_stream():
+                return "timing runs on the default stream, which cannot be captured"
+        except Exception as e:  # pragma: no cover - torch without streams
+            return "could not read the current stream: %s" % _one_line(e)
+        return None
+
+    def capture(self, body):
+        """A CUDAGraph of what body() enqueues on the current stream, replayed
+        once (untimed). Global capture mode: a call that is not capturable
+        (an allocation, a synchronisation, the legacy stream) fails and
+        invalidates the capture instead of running. Raises CaptureError and
+        leaves the stream usable when anything fails; an error the device
+        does not recover from propagates as it is."""
+        cuda = self.torch.cuda
+        g = cuda.CUDAGraph()
+        self.sync()
+        try:
+            try:
+                g.capture_begin(capture_error_mode="global")
+            except TypeError:   # torch 2.0: no capture_error_mode
+                g.capture_begin()
+        except Exception as e:
+            raise CaptureError("could not begin a capture: %s" % _one_line(e))
+        failure = None
+        try:
+            body()
+        except Exception as e:  # a fn that fails under capture: not graph-timed
+            failure = e
+        try:
+            g.capture_end()     # ends the capture even when it was invalidated
+        except Exception as e:
+            failure = failure or e
+        if failure is None:
+            try:
+                g.replay()
+                self.sync()
+            except Exception as e:
+                failure = e
+        if failure is not None:
+            self._recover()
+            self.drop(g)
+            if isinstance(failure, CaptureError):
+                raise failure
+            raise CaptureError(_one_line(failure))
+        return g
+
+    def _recover(self):
+        """After a failed capture: the device must still work, or the error
+        is real (a fault in the kernel) and propagates."""
+        cuda = self.torch.cuda
+        try:
+            capturing = cuda.is_current_stream_capturing()
+        except Exception:
+            capturing = False
+        if capturing:  # pragma: no cover - capture_end always ends it
+            raise RuntimeError("the timing stream is still capturing after a failed capture")
+        # A refused call may leave its error pending in the runtime a kernel
+        # shares with torch; the first checked launch reports (and clears)
+        # it, so one failure is forgiven. A sticky error fails twice.
+        zeros = getattr(self.torch, "zeros", None)
+        for attempt in (1, 2):
+            try:
+                self.sync()
+                if zeros is not None:
+                    zeros(1, device="cuda:%d" % self.index).add_(1)
+                    self.sync()
+                return
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+
+    def replay(self, g):
+        g.replay()
+
+    def drop(self, g):
+        try:
+            g.reset()
+        except Exception:
+            pass
+
+
+# ------------------------------------------------------ CUDA measurement
+
+class _EventTimer:
+    """Per-call CUDA events (the "events" method), plus the device-sync
+    cross-check calls that every method shares. Each step is one repetition
+    of every fn, in an order rotated by the repetition number."""
+
+    def __init__(self, dev, fns, names, lead_us, sync_latency_ms):
+        self.dev, self.fns, self.names = dev, fns, names
+        self.lead_us = lead_us
+        self.sync_latency_ms = sync_latency_ms
+        self.samples = {n: [] for n in names}
+        self.sync_samples = {n: [] for n in names}
+        self.host_samples = {n: [] for n in names}
+        self.totals = {n: 0.0 for n in names}
+        self.reps = 0
+
+    def _lead(self, name, spin=True):
+        self.dev.flush()
+        if spin:
+            self.dev.spin_us(self.lead_us[name])
+
+    def step(self):
+        dev = self.dev
+        order = _rotated(self.names, self.reps)
+        for name in order:
+            start, end = dev.event(), dev.event()
+            self._lead(name)
+            dev.record(start)
+            self.fns[name]()
+            dev.record(end)
+            # device-wide, after the end event: work one fn left running on
+            # another stream cannot slow down the next fn's timing
+            dev.sync()
+            ms = dev.elapsed_ms(start, end)
+            self.samples[name].append(ms)
+            self.totals[name] += ms
+        if self.reps % SYNC_EVERY == 0:
+            self.sync_check(order)
+        self.reps += 1
+
+    def sync_check(self, order):
+        """Extra calls, untimed by events: from an idle device to the end of
+        a device-wide sync, which also waits for other streams."""
+        dev = self.dev
+        for name in order:
+            self._lead(name, spin=False)
+            dev.sync()
+            t0 = time.perf_counter()
+            self.fns[name]()
+            t1 = time.perf_counter()
+            dev.sync()
+            t2 = time.perf_counter()
+            self.host_samples[name].append((t1 - t0) * 1e3)
+            self.sync_samples[name].append((t2 - t0) * 1e3)
+
+    def enough(self, min_time_ms, max_reps):
+        return _enough(self.totals, self.reps, min_time_ms, max_reps)
+
+    def medians(self):
+        return {n: _median(self.samples[n]) if self.samples[n] else None
+                for n in self.names}
+
+    def stats(self, name):
+        st = stats(self.samples[name])
+        st["total_ms"] = self.totals[name]
+        st.update({"batch": 1, "samples": st["reps"],
+                   "ci_rel": ci_rel(self.samples[name])})
+        return st
+
+    def finish(self, per_name, method, reason):
+        """Add the cross-check figures and the method to each fn's stats."""
+        out = {}
+        for name in self.names:
+            st = per_name[name]
+            sync_med = _median(self.sync_samples[name]) if self.sync_samples[name] else None
+            host_med = _median(self.host_samples[name]) if self.host_samples[name] else None
+            st["sync_median_ms"] = sync_med
+            st["host_median_ms"] = host_med
+            suspect = False
+            if sync_med is not None and st["median_ms"] is not None:
+                ref = max(st["median_ms"], host_med or 0.0)
+                suspect = (sync_med - self.sync_latency_ms >
+                           SIDE_STREAM_FACTOR * ref + SIDE_STREAM_SLACK_MS)
+            st["side_stream_suspect"] = bool(suspect)
+            st["method"] = method
+            st["method_reason"] = reason
+            out[name] = st
+        return out
+
+
+def _choose(dev, method, est_ms, max_reps, graph_below_ms):
+    """("graph" | "events", why) before any capture is tried."""
+    shortest = min((v for v in est_ms.values() if v is not None), default=None)
+    if method == "events":
+        return "events", "events requested"
+    if method == "auto":
+        if shortest is None:
+            return "events", "no per-call estimate"
+        if shortest >= graph_below_ms:
+            return "events", ("shortest call %.4f ms >= %.4f ms: per-call events resolve it"
+                              % (shortest, graph_below_ms))
+        longest = max(v for v in est_ms.values() if v is not None)
+        n = graph_batch(shortest, max_reps)
+        if n * longest > GRAPH_REPLAY_MAX_MS:
+            return "events", ("a batch of %d calls of %.4f ms (the longest) would replay for "
+                              "over %.0f ms: per-call events" % (n, longest, GRAPH_REPLAY_MAX_MS))
+    why = dev.capture_unsupported()
+    if why:
+        return "events", why
+    if max_reps < GRAPH_MIN_ROUNDS * GRAPH_MIN_BATCH:
+        return "events", ("max_reps %d leaves too few calls for %d graph batches of %d"
+                          % (max_reps, GRAPH_MIN_ROUNDS, GRAPH_MIN_BATCH))
+    return "graph", None
+
+
+def graph_batch(shortest_ms, max_reps):
+    """Calls per captured batch: about GRAPH_BATCH_MS of the shortest fn's
+    device time, within [GRAPH_MIN_BATCH, GRAPH_MAX_BATCH], and small enough
+    that GRAPH_MIN_ROUNDS batches fit in max_reps calls."""
+    per = shortest_ms if shortest_ms and shortest_ms > 0 else 1e-4
+    n = int(math.ceil(GRAPH_BATCH_MS / max(per, 1e-4)))
+    n = max(GRAPH_MIN_BATCH, min(GRAPH_MAX_BATCH, n))
+    return max(1, min(n, max_reps // GRAPH_MIN_ROUNDS))
+
+
+_FLUSH = object()   # key of the flushes-only graph
+
+
+def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target):
+    """The "graph" method: per fn a CUDA graph of n (L2 flush, call) pairs
+    and one graph of n flushes alone, replayed in rotated order each round,
+    each replay between two events. A round gives every fn one sample,
+    (its replay - the flush replay of the same round) / n. Rounds run until
+    the median's relative CI is within ci_target (or min_time_ms of
+    measured call time) after GRAPH_MIN_ROUNDS, or max_reps calls.
+    Returns (per-fn stats, None) or (None, why it fell back)."""
+    n = graph_batch(min(v for v in est_ms.values() if v is not None), max_reps)
+    graphs = {}
+    current = "flushes"
+
+    def pairs(fn, name):
+        def body():
+            for _ in range(n):
+                dev.flush()
+                if _bad_rc(fn()):
+                    raise CaptureError("'%s' returned non-zero under capture" % name)
+        return body
+
+    def flushes():
+        for _ in range(n):
+            dev.flush()
+
+    try:
+        try:
+            graphs[_FLUSH] = dev.capture(flushes)
+            for name in names:
+                current = name
+                graphs[name] = dev.capture(pairs(fns[name], name))
+        except CaptureError as e:
+            return None, "graph capture of '%s' failed (%s): timed per call" % (current, e)
+
+        # the host enqueues each replay while a spin ahead of it keeps the
+        # device busy, so the start event is not reached early
+        host = []
+        for g in graphs.values():
+            t0 = time.perf_counter()
+            dev.replay(g)
+            host.append((time.perf_counter() - t0) * 1e6)
+            dev.sync()
+        lead_us = min(LEAD_HOST_FACTOR * max(host) + LEAD_MARGIN_US, LEAD_MAX_US)
+
+        def timed(g):
+            start, end = dev.event(), dev.event()
+            dev.spin_us(lead_us)
+            dev.record(start)
+            dev.replay(g)
+            dev.record(end)
+            dev.sync()
+            return dev.elapsed_ms(start, end)
+
+        keys = [_FLUSH] + list(names)
+        samples = {name: [] for name in names}
+        flush_samples = []
+        rounds = 0
+        while True:
+            order = _rotated(keys, rounds)
+            t = {}
+            for key in order:
+                t[key] = timed(graphs[key])
+            for name in names:
+                samples[name].append((t[name] - t[_FLUSH]) / n)
+            flush_samples.append(t[_FLUSH] / n)
+            if rounds % SYNC_EVERY == 0:
+                ev.sync_check([k for k in order if k is not _FLUSH])
+            rounds += 1
+            if (rounds + 1) * n > max_reps:
+                break
+            if rounds >= GRAPH_MIN_ROUNDS:
+                cis = [ci_rel(samples[name]) for name in names]
+                if all(c is not None and c <= ci_target for c in cis):
+                    break
+                if max(sum(samples[name]) * n for name in names) >= min_time_ms:
+                    break
+    finally:
+        for g in graphs.values():
+            dev.drop(g)
+
+    # a graph much faster than the same fn timed alone measured something
+    # else (e.g. work skipped while capturing): trust the per-call events
+    out = {}
+    for name in names:
+        med, alone = _median(samples[name]), est_ms.get(name)
+        if alone is not None and med < GRAPH_TRUST * alone and \
+                alone - med > GRAPH_TRUST_SLACK_MS:
+            return None, ("graph replay of '%s' gave %.4f ms a call against %.4f ms "
+                          "timed alone: timed per call" % (name, med, alone))
+        st = stats(samples[name])
+        st.update({"reps": rounds * n, "total_ms": sum(samples[name]) * n,
+                   "batch": n, "samples": rounds, "ci_rel": ci_rel(samples[name]),
+                   "flush_ms": _median(flush_samples), "events_median_ms": alone})
+        out[name] = st
+    return out, None
+
+
+def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
+                    method="auto", ci_target=None, graph_below_ms=None):
+    """measure() on a CUDA device (dev: TorchCuda or a stand-in)."""
+    ci_target = CI_TARGET if ci_target is None else float(ci_target)
+    graph_below_ms = GRAPH_BELOW_MS if graph_below_ms is None else float(graph_below_ms)
+    dev.warm_clocks(CLOCK_WARM_MS)
 
     # warm-up, noting each fn's host-side cost (launch overhead, guards)
     host_warm = {n: [] for n in names}
@@ -289,105 +753,72 @@ def _measure_cuda(fns, names, warmup, min_time_ms, max_reps, l2_flush):
             t0 = time.perf_counter()
             fns[name]()
             host_warm[name].append((time.perf_counter() - t0) * 1e6)
-        torch.cuda.synchronize()
+        dev.sync()
 
     # Device time queued ahead of each start event, so the device is still
     # busy when the host has finished enqueueing the call: otherwise the
     # host's launch overhead lands between the events and is timed.
-    flush_us = _flush_us(torch, buf) if buf is not None else 0.0
-    lead_cycles = {}
+    flush_us = dev.flush_ms() * 1e3
+    lead_us = {}
     for name in names:
-        host_us = _median(host_warm[name]) if host_warm[name] else \
-            DEFAULT_HOST_US
-        lead_us = min(LEAD_HOST_FACTOR * host_us + LEAD_MARGIN_US,
-                      LEAD_MAX_US) - flush_us
-        lead_cycles[name] = int(lead_us * rate) if rate and lead_us > 0 \
-            else 0
-
-    def lead(name, spin=True):
-        if buf is not None:
-            buf.fill_(0)
-        if spin and lead_cycles[name] > 0:
-            sleep(lead_cycles[name])
+        host_us = _median(host_warm[name]) if host_warm[name] else DEFAULT_HOST_US
+        lead_us[name] = max(0.0, min(LEAD_HOST_FACTOR * host_us + LEAD_MARGIN_US,
+                                     LEAD_MAX_US) - flush_us)
 
     # latency of synchronize() on an idle device, subtracted in the check
     lat = []
     for _ in range(5):
         t0 = time.perf_counter()
-        torch.cuda.synchronize()
+        dev.sync()
         lat.append((time.perf_counter() - t0) * 1e3)
-    sync_latency_ms = _median(lat)
+    ev = _EventTimer(dev, fns, names, lead_us, _median(lat))
 
-    samples = {n: [] for n in names}
-    sync_samples = {n: [] for n in names}
-    host_samples = {n: [] for n in names}
-    totals = {n: 0.0 for n in names}
-    reps = 0
-    while not _enough(totals, reps, min_time_ms, max_reps):
-        stream = torch.cuda.current_stream()
-        order = _rotated(names, reps)
-        for name in order:
-            fn = fns[name]
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            lead(name)
-            start.record(stream)
-            fn()
-            end.record(stream)
-            # device-wide, after the end event: work one fn left running on
-            # another stream cannot slow down the next fn's timing
-            torch.cuda.synchronize()
-            ms = start.elapsed_time(end)
-            samples[name].append(ms)
-            totals[name] += ms
-        if reps % SYNC_EVERY == 0:
-            # extra, untimed-by-events calls: from an idle device to the end
-            # of a device-wide sync, which also waits for other streams
-            for name in order:
-                fn = fns[name]
-                lead(name, spin=False)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                t1 = time.perf_counter()
-                torch.cuda.synchronize()
-                t2 = time.perf_counter()
-                host_samples[name].append((t1 - t0) * 1e3)
-                sync_samples[name].append((t2 - t0) * 1e3)
-        reps += 1
+    # a few per-call repetitions first: the estimate that picks the method,
+    # and the reference a graph's result is checked against
+    while ev.reps < min(PROBE_REPS, max_reps):
+        ev.step()
+    est = ev.medians()
+    chosen, why = _choose(dev, method, est, max_reps, graph_below_ms)
+    if chosen == "graph":
+        per_name, fell_back = _measure_graph(dev, fns, names, ev, est, min_time_ms,
+                                             max_reps, ci_target)
+        if per_name is not None:
+            shortest = min(v for v in est.values() if v is not None)
+            return ev.finish(per_name, "graph", (
+                "graph replay of %d (L2 flush, call) pairs minus %d flushes: "
+                "shortest call %.4f ms" % (per_name[names[0]]["batch"],
+                                           per_name[names[0]]["batch"], shortest)))
+        why = fell_back
+    while not ev.enough(min_time_ms, max_reps):
+        ev.step()
+    return ev.finish({n: ev.stats(n) for n in names}, "events", why)
 
-    out = {}
-    for name in names:
-        st = stats(samples[name])
-        st["total_ms"] = totals[name]
-        sync_med = _median(sync_samples[name]) if sync_samples[name] else None
-        host_med = _median(host_samples[name]) if host_samples[name] else None
-        st["sync_median_ms"] = sync_med
-        st["host_median_ms"] = host_med
-        suspect = False
-        if sync_med is not None and st["median_ms"] is not None:
-            ref = max(st["median_ms"], host_med or 0.0)
-            suspect = (sync_med - sync_latency_ms >
-                       SIDE_STREAM_FACTOR * ref + SIDE_STREAM_SLACK_MS)
-        st["side_stream_suspect"] = bool(suspect)
-        out[name] = st
-    return out
+
+def _measure_cuda(fns, names, warmup, min_time_ms, max_reps, l2_flush, method,
+                  ci_target, graph_below_ms):
+    import torch
+
+    dev = TorchCuda(torch, l2_flush)
+    return _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
+                           method, ci_target, graph_below_ms)
 
 
 def measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
-            l2_flush=True):
+            l2_flush=True, method="auto", ci_target=None, graph_below_ms=None):
     """Time each zero-argument callable of `fns`, interleaved; see module doc."""
     if not fns:
         return {}
     if device not in ("cpu", "cuda"):
         raise ValueError("unknown timing device '%s'" % device)
+    if method not in METHODS:
+        raise ValueError("unknown timing method '%s'" % method)
     names = list(fns)
     warmup = max(0, int(warmup))
     max_reps = max(1, int(max_reps))
     min_time_ms = float(min_time_ms)
     if device == "cuda":
         return _measure_cuda(fns, names, warmup, min_time_ms, max_reps,
-                             l2_flush)
+                             l2_flush, method, ci_target, graph_below_ms)
     return _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush)
 
 
@@ -433,10 +864,18 @@ def compile_baseline(model_or_fn, example_inputs=None, *, device=None,
             # graphs the baseline gets the same autotuned kernels and is
             # timed like the candidate.
             mode = "max-autotune-no-cudagraphs"
-        if mode is None:
-            compiled = torch.compile(model_or_fn)
-        else:
-            compiled = torch.compile(model_or_fn, mode=mode)
+        # dynamic=False: one graph specialised to each config's shapes.
+        # Otherwise dynamo's automatic dynamic shapes compile every config
+        # after the first as a dynamic-shape graph, a weaker baseline than
+        # what a user who compiles for one shape gets.
+        kwargs = {"dynamic": False}
+        if mode is not None:
+            kwargs["mode"] = mode
+        try:
+            compiled = torch.compile(model_or_fn, **kwargs)
+        except TypeError:  # a torch.compile without the dynamic argument
+            kwargs.pop("dynamic")
+            compiled = torch.compile(model_or_fn, **kwargs)
     except Exception as e:
         return None, "torch.compile failed: %s" % _one_line(e)
     if example_inputs is not None:

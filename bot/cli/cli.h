@@ -34,6 +34,14 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) KB_PRINTF(2, 3);
  */
 int cli_load_config(const char *explicit_path, struct kb_config *cfg);
 
+/*
+ * The evaluation options verify and bench share: 'p' --pass, 't'
+ * --timeout, 's' --seeds, parsed into eo. 0 when taken, 1 when opt is not
+ * one of them, KB_EXIT_USAGE after printing what was wrong with arg.
+ */
+struct kb_eval_opts;
+int cli_eval_option(const char *cmd, int opt, const char *arg, struct kb_eval_opts *eo);
+
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_config(int argc, char **argv);

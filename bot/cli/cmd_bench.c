@@ -64,18 +64,9 @@ int cmd_bench(int argc, char **argv)
 		case 'b': backend_arg = optarg; break;
 		case 'j': json_path = optarg; break;
 		case 'f': fresh = true; break;
-		case 'p':
-			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
-				return cli_usage_error("bench", "unknown pass '%s' (forward or backward)", optarg);
-			eo.pass = optarg;
-			break;
-		case 't':
-			if (kb_parse_i64(optarg, &eo.timeout_s) || eo.timeout_s < 1 || eo.timeout_s > 86400)
-				return cli_usage_error("bench", "--timeout '%s' is not a number of seconds (1-86400)", optarg);
-			break;
-		case 's':
-			if (kb_parse_i64(optarg, &eo.seeds) || eo.seeds < 1 || eo.seeds > 100)
-				return cli_usage_error("bench", "--seeds '%s' is not a number from 1 to 100", optarg);
+		case 'p': case 't': case 's':
+			if (cli_eval_option("bench", c, optarg, &eo))
+				return KB_EXIT_USAGE;
 			break;
 		case 'h': usage(stdout); return KB_EXIT_OK;
 		default: return cli_usage_error("bench", "unknown option");

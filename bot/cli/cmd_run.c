@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "cli/cli.h"
+#include "cli/run_search.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -37,6 +38,13 @@ static void usage(FILE *fp)
 		"                         backward: the kernel gets kb_backward, which is tuned and\n"
 		"                         timed (against eager autograd); its forward is verified too\n"
 		"      --progress-file F  keep the progress in F too, as JSON (the daemon reads it)\n"
+		"      --fresh            with [llm] models: start a new search even when one of this\n"
+		"                         operator, seed and settings exists (the same seed replays\n"
+		"                         its recorded model answers)\n"
+		"      --seed N           with [llm] models: the search's seed (default [search] seed)\n"
+		"      --time-budget S    stop trying new points after S seconds and finish with the\n"
+		"                         best verified one (its final check runs past S); the\n"
+		"                         results then say the budget cut the search short\n"
 		"  -h, --help             this text\n"
 		"\n"
 		"DIR receives kernel.cu (or kernel.cpp), kernel.json (template, point, build\n"
@@ -45,7 +53,11 @@ static void usage(FILE *fp)
 		"Progress goes to standard error: a bar on a terminal, plain lines otherwise.\n"
 		"With --progress-file FILE it is also kept in FILE as a small JSON object\n"
 		"(stage, done, total, best_speedup, candidates), rewritten atomically: the\n"
-		"daemon reads it (bot/jobs/progress_file.h).\n"
+		"daemon reads it (bot/jobs/progress_file.h).\n"		"\n"
+		"With models configured ([llm] models), the templates run first (a quarter of\n"
+		"--time-budget) and then the LLM search, seeded with their best kernel\n"
+		"(bot/search/README.md); kernel.json gets a \"search\" object, report.md a search\n"
+		"section, and DIR/search.json follows the search generation by generation.\n"
 		"\n"
 		"exit: 0 a verified kernel was written, 1 none (no template for the operator,\n"
 		"      or no point verified), 2 usage or environment error\n");
@@ -190,6 +202,7 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_resu
 	o.report.tuning.all_cached = res->all_cached;
 	o.report.tuning.final_cached = res->final_cached;
 	o.report.tuning.seconds = res->seconds;
+	o.report.tuning.cut_short = res->cut_short;
 	o.binding.operator_name = name.buf;
 	o.binding.kernel_file = kernel_file.buf;
 	o.binding.backend = backend;
@@ -221,6 +234,9 @@ int cmd_run(int argc, char **argv)
 		{ "seeds", required_argument, NULL, 's' },
 		{ "progress-file", required_argument, NULL, 'F' },
 		{ "pass", required_argument, NULL, 'p' },
+		{ "time-budget", required_argument, NULL, 'T' },
+		{ "fresh", no_argument, NULL, 'f' },
+		{ "seed", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -236,6 +252,7 @@ int cmd_run(int argc, char **argv)
 	enum kb_backend backend = KB_BACKEND_AUTO;
 	bool cfg_loaded = false, vf_ready = false;
 	int64_t seeds = 0;
+	struct cli_search_args search_args = { 0 };
 	int c, rc = KB_EXIT_USAGE;
 
 	kb_tune_result_init(&res);
@@ -254,6 +271,24 @@ int cmd_run(int argc, char **argv)
 				return cli_usage_error("run", "unknown pass '%s' (forward or backward)", optarg);
 			to.pass = optarg;
 			break;
+		case 'T': {
+			int64_t budget_s;
+
+			if (kb_parse_i64(optarg, &budget_s) || budget_s < 1 || budget_s > 604800)
+				return cli_usage_error("run", "--time-budget '%s' is not a number of seconds from 1 to 604800", optarg);
+			/* counted from here: analysis and harness start-up spend it too */
+			to.deadline_ms = kb_now_ms() + budget_s * 1000;
+			break;
+		}
+		case 'f': search_args.fresh = true; break;
+		case 'S': {
+			int64_t v;
+
+			if (kb_parse_i64(optarg, &v) || v < 1)
+				return cli_usage_error("run", "--seed '%s' is not a positive number", optarg);
+			search_args.seed = (uint64_t)v;
+			break;
+		}
 		case 'h': usage(stdout); return KB_EXIT_OK;
 		default: return cli_usage_error("run", "unknown option");
 		}
@@ -306,6 +341,11 @@ int cmd_run(int argc, char **argv)
 	}
 	to.progress = &pg;
 
+	/* with models configured: templates first, then the LLM search (run_search.c) */
+	if (cfg.nr_llm_models > 0) {
+		rc = cli_run_search(&vf, &cfg, &to, out_dir.buf, &search_args);
+		goto out;
+	}
 	c = kb_tune(&vf, &to, &res);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot run: interrupted\n");

@@ -217,18 +217,9 @@ int cmd_verify(int argc, char **argv)
 		case 'j': json_path = optarg; break;
 		case 'f': fresh = true; break;
 		case 'n': eo.timing = false; break;
-		case 'p':
-			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
-				return cli_usage_error("verify", "unknown pass '%s' (forward or backward)", optarg);
-			eo.pass = optarg;
-			break;
-		case 't':
-			if (kb_parse_i64(optarg, &eo.timeout_s) || eo.timeout_s < 1 || eo.timeout_s > 86400)
-				return cli_usage_error("verify", "--timeout '%s' is not a number of seconds (1-86400)", optarg);
-			break;
-		case 's':
-			if (kb_parse_i64(optarg, &eo.seeds) || eo.seeds < 1 || eo.seeds > 100)
-				return cli_usage_error("verify", "--seeds '%s' is not a number from 1 to 100", optarg);
+		case 'p': case 't': case 's':
+			if (cli_eval_option("verify", c, optarg, &eo))
+				return KB_EXIT_USAGE;
 			break;
 		case 'h': usage(stdout); return KB_EXIT_OK;
 		default: return cli_usage_error("verify", "unknown option");

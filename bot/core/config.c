@@ -4,6 +4,7 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -23,12 +24,17 @@ enum cfg_type {
 	CFG_DOUBLE, /* double in [dmin, dmax], or (dmin, dmax] with CFG_GT_MIN */
 	CFG_BOOL,
 	CFG_ENUM,   /* int-sized enum, one of names[] */
-	CFG_LIST    /* comma list of names[], normalised, may be empty */
+	CFG_LIST,   /* comma list of names[], normalised, may be empty */
+	CFG_MODELS  /* [llm] models: "NAME[:WEIGHT], ...", may be empty */
 };
 
 #define CFG_SECRET   (1u << 0) /* redacted from logs, printed as *** */
 #define CFG_REQUIRED (1u << 1) /* a string that may not be empty */
 #define CFG_GT_MIN   (1u << 2) /* a double strictly above dmin */
+#define CFG_URL      (1u << 3) /* a string that is an http:// or https:// URL */
+#define CFG_NAN_OK   (1u << 4) /* a double that may be empty: NAN */
+#define CFG_CHOICE   (1u << 5) /* a string that is empty or one of names[] */
+#define CFG_MUST     (1u << 6) /* an [llm.NAME] key the section must set */
 
 struct cfg_row {
 	const char *section;
@@ -52,6 +58,10 @@ static const char *const log_level_names[] = { "debug", "info", "warn", "error",
 static const char *const backend_names[] = { "auto", "cuda", "cpu", NULL };
 static const char *const baseline_names[] = { "eager", "compile", NULL };
 static const char *const forge_names[] = { "github", "local", NULL };
+/* enum kb_llm_provider (llm/llm.h asserts the order) */
+static const char *const provider_names[] = { "openai", "anthropic", NULL };
+#define PROVIDER_ANTHROPIC 1
+static const char *const effort_names[] = { "low", "medium", "high", NULL };
 
 #define OFF(f) offsetof(struct kb_config, f)
 #define STR(s, k, f, d, fl) { s, k, CFG_STRING, OFF(f), d, 0, 0, 0, 0, fl, NULL }
@@ -124,25 +134,93 @@ static const struct cfg_row rows[] = {
 	INT("bot", "progress_interval_s", bot_progress_interval_s, "30", 0, 3600),
 	STR("bot", "git_url", bot_git_url, "", 0),
 	STR("bot", "check_name", bot_check_name, "kernelbot", CFG_REQUIRED),
+
+	{ "llm", "models", CFG_MODELS, OFF(llm_models_spec), "", 0, 0, 0, 0, 0, NULL },
+	STR("llm", "aux_model", llm_aux_model, "", 0),
+	INT("llm", "timeout_s", llm_timeout_s, "120", 1, 3600),
+	INT("llm", "max_retries", llm_max_retries, "4", 0, 20),
+	INT("llm", "max_response_kb", llm_max_response_kb, "4096", 16, 1048576),
+	DBL("llm", "daily_budget_usd", llm_daily_budget_usd, "0", 0, 1e9, 0),
+	INT("llm", "daily_budget_tokens", llm_daily_budget_tokens, "0", 0, INT64_MAX),
+
+	BOOL("search", "llm_verifiers", search_llm_verifiers, "on"),
+	DBL("search", "verifier_audit", search_verifier_audit, "0.25", 0, 1, 0),
+	INT("search", "islands", search_islands, "2", 1, 64),
+	INT("search", "generations", search_generations, "8", 0, 100000),
+	INT("search", "per_generation", search_per_generation, "2", 1, 1000),
+	INT("search", "initial", search_initial, "3", 1, 1000),
+	INT("search", "repair_rounds", search_repair_rounds, "2", 0, 20),
+	INT("search", "migration_interval", search_migration_interval, "2", 0, 100000),
+	DBL("search", "explore", search_explore, "0.3", 0, 1, 0),
+	DBL("search", "exploit", search_exploit, "0.5", 0, 1, 0),
+	INT("search", "inspirations", search_inspirations, "2", 0, 16),
+	DBL("search", "crossover", search_crossover, "0.2", 0, 1, 0),
+	INT("search", "meta_interval", search_meta_interval, "2", 0, 100000),
+	DBL("search", "prompt_exploration", search_prompt_exploration, "0.2", 0, 1, 0),
+	DBL("search", "prompt_temperature", search_prompt_temperature, "0.5", 0, 100, CFG_GT_MIN),
+	BOOL("search", "tune_templates", search_tune_templates, "on"),
+	DBL("search", "job_budget_usd", search_job_budget_usd, "5", 0, 1e9, 0),
+	INT("search", "job_budget_tokens", search_job_budget_tokens, "0", 0, INT64_MAX),
+	INT("search", "seed", search_seed, "0", 0, INT64_MAX),
 };
+
+/*
+ * The keys of each [llm.NAME] section, stored in a struct kb_llm_model_cfg.
+ * CFG_MUST rows have no default: the section must set them.
+ */
+#define MOFF(f) offsetof(struct kb_llm_model_cfg, f)
+#define MODEL_SECTION "llm."
+#define MODEL_NAME_MAX 40 /* inih keeps section names below 50 bytes */
+
+static const struct cfg_row model_rows[] = {
+	{ "llm.*", "provider", CFG_ENUM, MOFF(provider), NULL, 0, 0, 0, 0, CFG_MUST, provider_names },
+	{ "llm.*", "base_url", CFG_STRING, MOFF(base_url), NULL, 0, 0, 0, 0, CFG_MUST | CFG_URL, NULL },
+	{ "llm.*", "model", CFG_STRING, MOFF(model), NULL, 0, 0, 0, 0, CFG_MUST | CFG_REQUIRED, NULL },
+	{ "llm.*", "api_key", CFG_STRING, MOFF(api_key), "", 0, 0, 0, 0, CFG_SECRET, NULL },
+	{ "llm.*", "temperature", CFG_DOUBLE, MOFF(temperature), "", 0, 0, 0, 2, CFG_NAN_OK, NULL },
+	{ "llm.*", "reasoning_effort", CFG_STRING, MOFF(reasoning_effort), "", 0, 0, 0, 0, CFG_CHOICE,
+	  effort_names },
+	{ "llm.*", "max_tokens", CFG_INT, MOFF(max_tokens), "8192", 1, 1000000, 0, 0, 0, NULL },
+	{ "llm.*", "price_in_per_mtok", CFG_DOUBLE, MOFF(price_in_per_mtok), "0", 0, 0, 0, 1e6, 0, NULL },
+	{ "llm.*", "price_out_per_mtok", CFG_DOUBLE, MOFF(price_out_per_mtok), "0", 0, 0, 0, 1e6, 0,
+	  NULL },
+};
+
+#define NR_MODEL_ROWS ARRAY_SIZE(model_rows)
 
 #define NR_ROWS ARRAY_SIZE(rows)
 #define BUILTIN_SOURCE "(built-in defaults)"
 #define MAX_CONFIG_BYTES (1024 * 1024)
 
-static char **str_field(struct kb_config *cfg, const struct cfg_row *row)
+static char **str_field(void *base, const struct cfg_row *row)
 {
-	return (char **)((char *)cfg + row->offset);
+	return (char **)((char *)base + row->offset);
 }
 
-static const void *const_field(const struct kb_config *cfg, const struct cfg_row *row)
+static const void *const_field(const void *base, const struct cfg_row *row)
 {
-	return (const char *)cfg + row->offset;
+	return (const char *)base + row->offset;
 }
 
 static bool is_string_type(enum cfg_type t)
 {
-	return t == CFG_STRING || t == CFG_PATH || t == CFG_LIST;
+	return t == CFG_STRING || t == CFG_PATH || t == CFG_LIST || t == CFG_MODELS;
+}
+
+static bool is_model_section(const char *name)
+{
+	return !strncmp(name, MODEL_SECTION, strlen(MODEL_SECTION));
+}
+
+/* NAME of [llm.NAME]: letters, digits, '-', '_', '.'; len bytes of s. */
+static bool valid_model_name(const char *s, size_t len)
+{
+	if (!len || len > MODEL_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return false;
+	return true;
 }
 
 static bool known_section(const char *name, size_t len)
@@ -224,14 +302,123 @@ static int normalise_list(const struct cfg_row *row, const char *val,
 	}
 }
 
+struct model_item {
+	char *name;
+	double weight;
+};
+
+static void model_items_free(struct model_item *items, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++)
+		free(items[i].name);
+	free(items);
+}
+
 /*
- * Convert val for row and store it in cfg. On failure nothing is stored
- * and why says what is wrong (without file, line or key).
+ * "a:2, b" -> {a, 2}, {b, 1}. Names as in [llm.NAME]; a weight is a number
+ * > 0; no name twice; empty means no model.
  */
-static int set_value(struct kb_config *cfg, const struct cfg_row *row,
+static int parse_models(const char *spec, struct model_item **out, size_t *nr_out,
+			struct strbuf *why)
+{
+	struct model_item *items = NULL;
+	size_t nr = 0;
+	const char *p = spec;
+
+	*out = NULL;
+	*nr_out = 0;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (!*p)
+		return 0;
+	for (;;) {
+		const char *end = strchr(p, ','), *colon;
+		size_t len = end ? (size_t)(end - p) : strlen(p), nlen;
+		double w = 1;
+
+		while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		colon = memchr(p, ':', len);
+		nlen = colon ? (size_t)(colon - p) : len;
+		while (nlen && (p[nlen - 1] == ' ' || p[nlen - 1] == '\t'))
+			nlen--;
+		if (!len) {
+			strbuf_addstr(why, "an empty item (write NAME[:WEIGHT], ...)");
+			goto fail;
+		}
+		if (!valid_model_name(p, nlen)) {
+			strbuf_addf(why, "'%.*s' is not a model name (letters, digits, '-', '_', '.';"
+				    " at most %d)", (int)nlen, p, MODEL_NAME_MAX);
+			goto fail;
+		}
+		if (colon) {
+			char *ws = xstrndup(colon + 1, len - (size_t)(colon - p) - 1);
+			const char *wp = ws;
+			int bad;
+
+			while (*wp == ' ' || *wp == '\t')
+				wp++;
+			bad = kb_parse_double(wp, &w) || !isfinite(w) || w <= 0 || w > 1e6;
+			if (bad)
+				strbuf_addf(why, "model '%.*s': weight '%s' is not a number > 0 and <= 1e6",
+					    (int)nlen, p, wp);
+			free(ws);
+			if (bad)
+				goto fail;
+		}
+		for (size_t i = 0; i < nr; i++)
+			if (strlen(items[i].name) == nlen && !memcmp(items[i].name, p, nlen)) {
+				strbuf_addf(why, "model '%s' is listed twice", items[i].name);
+				goto fail;
+			}
+		items = xrealloc(items, (nr + 1) * sizeof(*items));
+		items[nr].name = xstrndup(p, nlen);
+		items[nr].weight = w;
+		nr++;
+		if (!end)
+			break;
+		p = end + 1;
+		while (*p == ' ' || *p == '\t')
+			p++;
+	}
+	*out = items;
+	*nr_out = nr;
+	return 0;
+fail:
+	model_items_free(items, nr);
+	return -1;
+}
+
+/* An http:// or https:// URL with a host, no blanks. */
+static bool valid_url(const char *s)
+{
+	size_t skip;
+
+	if (!strncasecmp(s, "http://", 7))
+		skip = 7;
+	else if (!strncasecmp(s, "https://", 8))
+		skip = 8;
+	else
+		return false;
+	if (!s[skip] || s[skip] == '/' || s[skip] == ':')
+		return false;
+	for (const char *p = s; *p; p++)
+		if (*p == ' ' || *p == '\t')
+			return false;
+	return true;
+}
+
+/*
+ * Convert val for row and store it in the struct at base (a kb_config, or
+ * a kb_llm_model_cfg for model_rows). On failure nothing is stored and why
+ * says what is wrong (without file, line or key).
+ */
+static int set_value(void *base, const struct cfg_row *row,
 		     const char *val, struct strbuf *why)
 {
-	void *field = (char *)cfg + row->offset;
+	void *field = (char *)base + row->offset;
+	struct model_item *items;
+	size_t nr_items;
 	struct strbuf list = STRBUF_INIT;
 	const char *shown = (row->flags & CFG_SECRET) ? "***" : val;
 	int64_t i;
@@ -242,7 +429,7 @@ static int set_value(struct kb_config *cfg, const struct cfg_row *row,
 	switch (row->type) {
 	case CFG_STRING:
 	case CFG_PATH:
-		if (!*val && (row->flags & CFG_REQUIRED)) {
+		if (!*val && (row->flags & (CFG_REQUIRED | CFG_URL))) {
 			strbuf_addstr(why, "a value is required");
 			return -1;
 		}
@@ -251,10 +438,31 @@ static int set_value(struct kb_config *cfg, const struct cfg_row *row,
 				strbuf_addstr(why, "the value contains a control character");
 				return -1;
 			}
+		if ((row->flags & CFG_URL) && !valid_url(val)) {
+			strbuf_addf(why, "'%s' is not an http:// or https:// URL", shown);
+			return -1;
+		}
+		if ((row->flags & CFG_CHOICE) && *val) {
+			idx = name_index(row->names, val, strlen(val));
+			if (idx < 0) {
+				strbuf_addf(why, "'%s' is not one of ", shown);
+				add_names(why, row->names);
+				strbuf_addstr(why, " (or empty)");
+				return -1;
+			}
+			val = row->names[idx];
+		}
 		free(*(char **)field);
 		*(char **)field = xstrdup(val);
 		if (row->flags & CFG_SECRET)
 			log_add_secret(val);
+		return 0;
+	case CFG_MODELS:
+		if (parse_models(val, &items, &nr_items, why))
+			return -1;
+		model_items_free(items, nr_items);
+		free(*(char **)field);
+		*(char **)field = xstrdup(val);
 		return 0;
 	case CFG_LIST:
 		if (normalise_list(row, val, &list, why)) {
@@ -285,6 +493,10 @@ static int set_value(struct kb_config *cfg, const struct cfg_row *row,
 		*(int64_t *)field = i;
 		return 0;
 	case CFG_DOUBLE:
+		if (!*val && (row->flags & CFG_NAN_OK)) {
+			*(double *)field = NAN;
+			return 0;
+		}
 		if (!*val) {
 			strbuf_addstr(why, "a value is required (a number)");
 			return -1;
@@ -413,20 +625,21 @@ static size_t edit_distance(const char *a, const char *b)
 	return prev[lb];
 }
 
-static const char *closest_key(const char *section, const char *key)
+static const char *closest_key(const struct cfg_row *table, size_t n, const char *section,
+			       const char *key)
 {
 	const char *best = NULL;
 	size_t best_d = 3; /* suggest only close misspellings */
 
-	for (size_t i = 0; i < NR_ROWS; i++) {
+	for (size_t i = 0; i < n; i++) {
 		size_t d;
 
-		if (strcmp(rows[i].section, section))
+		if (section && strcmp(table[i].section, section))
 			continue;
-		d = edit_distance(rows[i].key, key);
+		d = edit_distance(table[i].key, key);
 		if (d < best_d) {
 			best_d = d;
-			best = rows[i].key;
+			best = table[i].key;
 		}
 	}
 	return best;
@@ -440,19 +653,87 @@ struct load_ctx {
 	int err_line;     /* 0: no error yet */
 	struct strbuf err;
 	int set_on[NR_ROWS]; /* line each key was set on, for duplicates */
+	/* [llm.NAME] sections in file order (cfg->llm_models until resolved) */
+	int (*model_set_on)[NR_MODEL_ROWS];
+	size_t model_alloc;
 };
+
+static void vfail_at(struct load_ctx *ctx, int line, const char *fmt, va_list ap)
+{
+	if (ctx->err_line)
+		return;
+	ctx->err_line = line > 0 ? line : 1; /* 0 would mean "no error" */
+	strbuf_vaddf(&ctx->err, fmt, ap);
+}
 
 static void fail(struct load_ctx *ctx, const char *fmt, ...) KB_PRINTF(2, 3);
 static void fail(struct load_ctx *ctx, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (ctx->err_line)
-		return;
-	ctx->err_line = ctx->lineno;
 	va_start(ap, fmt);
-	strbuf_vaddf(&ctx->err, fmt, ap);
+	vfail_at(ctx, ctx->lineno, fmt, ap);
 	va_end(ap);
+}
+
+/* An error found after the whole file was read, at a line of its own. */
+static void fail_at(struct load_ctx *ctx, int line, const char *fmt, ...) KB_PRINTF(3, 4);
+static void fail_at(struct load_ctx *ctx, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfail_at(ctx, line, fmt, ap);
+	va_end(ap);
+}
+
+static void model_release(struct kb_llm_model_cfg *m)
+{
+	for (size_t i = 0; i < NR_MODEL_ROWS; i++)
+		if (is_string_type(model_rows[i].type))
+			FREE_AND_NULL(*str_field(m, &model_rows[i]));
+	FREE_AND_NULL(m->name);
+}
+
+static long find_model(const struct kb_config *cfg, const char *name, size_t len)
+{
+	for (size_t i = 0; i < cfg->nr_llm_models; i++)
+		if (strlen(cfg->llm_models[i].name) == len && !memcmp(cfg->llm_models[i].name, name, len))
+			return (long)i;
+	return -1;
+}
+
+/* The section [llm.NAME] as first seen on line: its defaults. */
+static void add_model(struct load_ctx *ctx, const char *name, size_t len, int line)
+{
+	struct kb_config *cfg = ctx->cfg;
+	struct kb_llm_model_cfg *m;
+	struct strbuf why = STRBUF_INIT;
+
+	if (cfg->nr_llm_models == ctx->model_alloc) {
+		ctx->model_alloc = ctx->model_alloc ? 2 * ctx->model_alloc : 4;
+		cfg->llm_models = xrealloc(cfg->llm_models, ctx->model_alloc * sizeof(*cfg->llm_models));
+		ctx->model_set_on = xrealloc(ctx->model_set_on,
+					     ctx->model_alloc * sizeof(*ctx->model_set_on));
+	}
+	m = &cfg->llm_models[cfg->nr_llm_models];
+	memset(m, 0, sizeof(*m));
+	memset(ctx->model_set_on[cfg->nr_llm_models], 0, sizeof(*ctx->model_set_on));
+	cfg->nr_llm_models++;
+	m->name = xstrndup(name, len);
+	m->line = line;
+	m->weight = 1;
+	for (size_t i = 0; i < NR_MODEL_ROWS; i++) {
+		const struct cfg_row *row = &model_rows[i];
+
+		if (!row->def) {
+			if (is_string_type(row->type))
+				*str_field(m, row) = xstrdup("");
+		} else if (set_value(m, row, row->def, &why)) {
+			die("bad built-in default for [llm.NAME] %s: %s", row->key, why.buf);
+		}
+	}
+	strbuf_release(&why);
 }
 
 /*
@@ -496,13 +777,74 @@ static char *read_line(char *str, int num, void *stream)
 
 	if (*str == '[') {
 		const char *close = strchr(str + 1, ']');
+		size_t slen = close ? (size_t)(close - str - 1) : 0;
+		size_t plen = strlen(MODEL_SECTION);
 
-		if (close && !known_section(str + 1, (size_t)(close - str - 1))) {
-			fail(ctx, "unknown section [%.*s]", (int)(close - str - 1), str + 1);
+		if (close && slen >= plen && !strncmp(str + 1, MODEL_SECTION, plen)) {
+			const char *name = str + 1 + plen;
+			size_t nlen = slen - plen;
+
+			if (!valid_model_name(name, nlen)) {
+				fail(ctx, "bad section name [%.*s]: NAME of [llm.NAME] is letters, digits,"
+				     " '-', '_' or '.', at most %d", (int)slen, str + 1, MODEL_NAME_MAX);
+				return NULL;
+			}
+			if (find_model(ctx->cfg, name, nlen) < 0)
+				add_model(ctx, name, nlen, ctx->lineno);
+		} else if (close && !known_section(str + 1, slen)) {
+			fail(ctx, "unknown section [%.*s]", (int)slen, str + 1);
 			return NULL;
 		}
 	}
 	return str;
+}
+
+/* A key of [llm.NAME]. */
+static int handle_model(struct load_ctx *ctx, const char *section, const char *key,
+			const char *value)
+{
+	struct strbuf val = STRBUF_INIT, why = STRBUF_INIT;
+	const char *name = section + strlen(MODEL_SECTION);
+	const struct cfg_row *row = NULL;
+	long mi = find_model(ctx->cfg, name, strlen(name));
+	int *set_on, ok = 0;
+	size_t idx;
+
+	if (mi < 0) { /* read_line() saw every section header */
+		fail(ctx, "internal error: unknown section [%s]", section);
+		goto out;
+	}
+	for (idx = 0; idx < NR_MODEL_ROWS; idx++)
+		if (!strcmp(model_rows[idx].key, key)) {
+			row = &model_rows[idx];
+			break;
+		}
+	if (!row) {
+		const char *hint = closest_key(model_rows, NR_MODEL_ROWS, NULL, key);
+
+		if (hint)
+			fail(ctx, "unknown key '%s' in section [%s] (did you mean '%s'?)",
+			     key, section, hint);
+		else
+			fail(ctx, "unknown key '%s' in section [%s]", key, section);
+		goto out;
+	}
+	set_on = ctx->model_set_on[mi];
+	if (set_on[idx]) {
+		fail(ctx, "[%s] %s: duplicate key (first set on line %d)", section, key, set_on[idx]);
+		goto out;
+	}
+	set_on[idx] = ctx->lineno;
+	if (expand_env(value ? value : "", &val, &why) ||
+	    set_value(&ctx->cfg->llm_models[mi], row, val.buf, &why)) {
+		fail(ctx, "[%s] %s: %s", section, key, why.buf);
+		goto out;
+	}
+	ok = 1;
+out:
+	strbuf_release(&val);
+	strbuf_release(&why);
+	return ok;
 }
 
 static int handle(void *user, const char *section, const char *key, const char *value)
@@ -519,6 +861,8 @@ static int handle(void *user, const char *section, const char *key, const char *
 		fail(ctx, "key '%s' is outside any section", key);
 		goto out;
 	}
+	if (is_model_section(section))
+		return handle_model(ctx, section, key, value);
 	if (!known_section(section, strlen(section))) {
 		/* read_line() normally reports it at the section's own line */
 		fail(ctx, "unknown section [%s]", section);
@@ -526,7 +870,7 @@ static int handle(void *user, const char *section, const char *key, const char *
 	}
 	row = find_row(section, key);
 	if (!row) {
-		const char *hint = closest_key(section, key);
+		const char *hint = closest_key(rows, NR_ROWS, section, key);
 
 		if (hint)
 			fail(ctx, "unknown key '%s' in section [%s] (did you mean '%s'?)",
@@ -552,6 +896,115 @@ out:
 	strbuf_release(&val);
 	strbuf_release(&why);
 	return ok;
+}
+
+static int row_line(const struct load_ctx *ctx, const char *section, const char *key)
+{
+	return ctx->set_on[find_row(section, key) - rows];
+}
+
+static const char *model_key_hint(const struct cfg_row *row)
+{
+	if (row->type == CFG_ENUM)
+		return "openai|anthropic";
+	if (row->flags & CFG_URL)
+		return "an http:// or https:// URL";
+	return "the provider's model id";
+}
+
+/*
+ * After the whole file: every [llm.NAME] complete and named in [llm]
+ * models (or aux_model), every name there with its section; then
+ * cfg->llm_models is put in models order with the weights, an aux-only
+ * model last with weight 0 (never drawn by kb_llm_pick). Cross-key
+ * checks of [search] too.
+ */
+static void resolve(struct load_ctx *ctx)
+{
+	struct kb_config *cfg = ctx->cfg;
+	struct model_item *items = NULL;
+	struct kb_llm_model_cfg *sorted;
+	struct strbuf why = STRBUF_INIT;
+	bool *used;
+	size_t nr_items = 0, n = 0;
+	int models_line = row_line(ctx, "llm", "models");
+	int aux_line = row_line(ctx, "llm", "aux_model");
+	const char *aux = cfg->llm_aux_model;
+
+	if (cfg->search_explore + cfg->search_exploit > 1) {
+		int le = row_line(ctx, "search", "explore"), lx = row_line(ctx, "search", "exploit");
+
+		fail_at(ctx, lx > le ? lx : le, "[search] %s: explore + exploit must be <= 1 (%g + %g)",
+			lx > le ? "exploit" : "explore", cfg->search_explore, cfg->search_exploit);
+		goto out;
+	}
+	if (parse_models(cfg->llm_models_spec, &items, &nr_items, &why)) {
+		fail_at(ctx, models_line, "[llm] models: %s", why.buf); /* checked when read */
+		goto out;
+	}
+	for (size_t i = 0; i < cfg->nr_llm_models; i++) {
+		const struct kb_llm_model_cfg *m = &cfg->llm_models[i];
+		bool named = *aux && !strcmp(aux, m->name);
+
+		for (size_t k = 0; k < nr_items && !named; k++)
+			named = !strcmp(items[k].name, m->name);
+		if (!named) {
+			fail_at(ctx, m->line, "[llm.%s]: model '%s' is not named in [llm] models%s",
+				m->name, m->name, nr_items ? " (a typo?)" : " (which is empty)");
+			goto out;
+		}
+		for (size_t r = 0; r < NR_MODEL_ROWS; r++)
+			if ((model_rows[r].flags & CFG_MUST) && !ctx->model_set_on[i][r]) {
+				fail_at(ctx, m->line, "[llm.%s] %s: a value is required (%s)", m->name,
+					model_rows[r].key, model_key_hint(&model_rows[r]));
+				goto out;
+			}
+		if (m->provider == PROVIDER_ANTHROPIC && !isnan(m->temperature) && m->temperature > 1) {
+			size_t r = 0;
+
+			while (strcmp(model_rows[r].key, "temperature"))
+				r++;
+			fail_at(ctx, ctx->model_set_on[i][r], "[llm.%s] temperature: %g is out of range"
+				" for anthropic (must be >= 0 and <= 1)", m->name, m->temperature);
+			goto out;
+		}
+	}
+	for (size_t k = 0; k < nr_items; k++)
+		if (find_model(cfg, items[k].name, strlen(items[k].name)) < 0) {
+			fail_at(ctx, models_line, "[llm] models: no section [llm.%s] for model '%s'",
+				items[k].name, items[k].name);
+			goto out;
+		}
+	if (*aux && !nr_items) {
+		fail_at(ctx, aux_line, "[llm] aux_model: '%s' needs [llm] models (which is empty)", aux);
+		goto out;
+	}
+	if (*aux && find_model(cfg, aux, strlen(aux)) < 0) {
+		fail_at(ctx, aux_line, "[llm] aux_model: no section [llm.%s] for model '%s'", aux, aux);
+		goto out;
+	}
+
+	sorted = xcalloc(cfg->nr_llm_models ? cfg->nr_llm_models : 1, sizeof(*sorted));
+	used = xcalloc(cfg->nr_llm_models ? cfg->nr_llm_models : 1, sizeof(*used));
+	for (size_t k = 0; k < nr_items; k++) {
+		long i = find_model(cfg, items[k].name, strlen(items[k].name));
+
+		sorted[n] = cfg->llm_models[i];
+		sorted[n++].weight = items[k].weight;
+		used[i] = true;
+	}
+	for (size_t i = 0; i < cfg->nr_llm_models; i++)
+		if (!used[i]) { /* aux only */
+			sorted[n] = cfg->llm_models[i];
+			sorted[n++].weight = 0;
+		}
+	free(used);
+	free(cfg->llm_models);
+	cfg->llm_models = sorted;
+	cfg->nr_llm_models = n;
+out:
+	model_items_free(items, nr_items);
+	strbuf_release(&why);
 }
 
 static int read_config_file(const char *path, struct strbuf *sb)
@@ -635,12 +1088,15 @@ int kb_config_load(struct kb_config *cfg, const char *path)
 		error("%s:%d: expected '[section]', 'key = value' or a comment", path, ret);
 		goto out;
 	}
+	if (!ctx.err_line)
+		resolve(&ctx);
 	if (ctx.err_line) {
 		error("%s:%d: %s", path, ctx.err_line, ctx.err.buf);
 		goto out;
 	}
 	rc = 0;
 out:
+	free(ctx.model_set_on);
 	strbuf_release(&ctx.err);
 	strbuf_release(&data);
 	return rc;
@@ -666,6 +1122,10 @@ void kb_config_release(struct kb_config *cfg)
 	for (size_t i = 0; i < NR_ROWS; i++)
 		if (is_string_type(rows[i].type))
 			FREE_AND_NULL(*str_field(cfg, &rows[i]));
+	for (size_t i = 0; i < cfg->nr_llm_models; i++)
+		model_release(&cfg->llm_models[i]);
+	FREE_AND_NULL(cfg->llm_models);
+	cfg->nr_llm_models = 0;
 	FREE_AND_NULL(cfg->source);
 }
 
@@ -692,7 +1152,65 @@ static void print_string(FILE *fp, const char *s)
 	}
 }
 
+/* "key = value" of row in the struct at base, secrets as ***. */
+static void print_row(FILE *fp, const void *base, const struct cfg_row *row)
+{
+	const void *field = const_field(base, row);
+
+	fprintf(fp, "%s =", row->key);
+	switch (row->type) {
+	case CFG_STRING:
+	case CFG_PATH:
+	case CFG_LIST:
+	case CFG_MODELS: {
+		const char *s = *(char *const *)field;
+
+		if (s && *s) {
+			fputc(' ', fp);
+			if (row->flags & CFG_SECRET)
+				fputs("***", fp);
+			else
+				print_string(fp, s);
+		}
+		break;
+	}
+	case CFG_INT:
+		fprintf(fp, " %" PRId64, *(const int64_t *)field);
+		break;
+	case CFG_DOUBLE:
+		if (isnan(*(const double *)field))
+			break; /* unset: reads back as NAN (CFG_NAN_OK) */
+		fputc(' ', fp);
+		print_double(fp, *(const double *)field);
+		break;
+	case CFG_BOOL:
+		fprintf(fp, " %s", *(const bool *)field ? "on" : "off");
+		break;
+	case CFG_ENUM: {
+		int v = *(const int *)field, n = 0;
+
+		while (row->names[n])
+			n++;
+		fprintf(fp, " %s", v >= 0 && v < n ? row->names[v] : "?");
+		break;
+	}
+	}
+	fputc('\n', fp);
+}
+
+static void print_config(const struct kb_config *cfg, FILE *fp, bool child);
+
 void kb_config_print(const struct kb_config *cfg, FILE *fp)
+{
+	print_config(cfg, fp, false);
+}
+
+void kb_config_print_for_child(const struct kb_config *cfg, FILE *fp)
+{
+	print_config(cfg, fp, true);
+}
+
+static void print_config(const struct kb_config *cfg, FILE *fp, bool child)
 {
 	const char *section = NULL;
 
@@ -701,48 +1219,25 @@ void kb_config_print(const struct kb_config *cfg, FILE *fp)
 	fprintf(fp, "# secrets are shown as ***\n");
 	for (size_t i = 0; i < NR_ROWS; i++) {
 		const struct cfg_row *row = &rows[i];
-		const void *field = const_field(cfg, row);
 
 		if (!section || strcmp(section, row->section)) {
 			section = row->section;
 			fprintf(fp, "\n[%s]\n", section);
 		}
-		fprintf(fp, "%s =", row->key);
-		switch (row->type) {
-		case CFG_STRING:
-		case CFG_PATH:
-		case CFG_LIST: {
-			const char *s = *(char *const *)field;
+		print_row(fp, cfg, row);
+	}
+	/* in models order; an aux-only model (weight 0) last */
+	for (size_t i = 0; i < cfg->nr_llm_models; i++) {
+		fprintf(fp, "\n[%s%s]\n", MODEL_SECTION, cfg->llm_models[i].name);
+		for (size_t r = 0; r < NR_MODEL_ROWS; r++) {
+			const char *key = cfg->llm_models[i].api_key;
 
-			if (s && *s) {
-				fputc(' ', fp);
-				if (row->flags & CFG_SECRET)
-					fputs("***", fp);
-				else
-					print_string(fp, s);
-			}
-			break;
+			/* the child reads its key from its environment, never from a file */
+			if (child && !strcmp(model_rows[r].key, "api_key") && key && *key)
+				fprintf(fp, "api_key = ${%s%zu}\n", KB_CHILD_LLM_KEY_ENV, i);
+			else
+				print_row(fp, &cfg->llm_models[i], &model_rows[r]);
 		}
-		case CFG_INT:
-			fprintf(fp, " %" PRId64, *(const int64_t *)field);
-			break;
-		case CFG_DOUBLE:
-			fputc(' ', fp);
-			print_double(fp, *(const double *)field);
-			break;
-		case CFG_BOOL:
-			fprintf(fp, " %s", *(const bool *)field ? "on" : "off");
-			break;
-		case CFG_ENUM: {
-			int v = *(const int *)field, n = 0;
-
-			while (row->names[n])
-				n++;
-			fprintf(fp, " %s", v >= 0 && v < n ? row->names[v] : "?");
-			break;
-		}
-		}
-		fputc('\n', fp);
 	}
 }
 

@@ -82,6 +82,52 @@ struct kb_config {
 	int64_t bot_progress_interval_s; /* least seconds between progress comment edits */
 	char *bot_git_url;            /* "": the forge's clone URL; else BASE/owner/name.git */
 	char *bot_check_name;         /* check run / commit status context */
+
+	/* [llm]: models for the search (bot/llm); none: built-in proposer only */
+	struct kb_llm_model_cfg *llm_models; /* in [llm] models order */
+	size_t nr_llm_models;
+	char *llm_models_spec;        /* the raw "NAME[:WEIGHT], ..." value */
+	char *llm_aux_model;          /* meta-prompt rewriting; "": the first model */
+	int64_t llm_timeout_s;        /* per HTTP attempt */
+	int64_t llm_max_retries;      /* on 429, 5xx, timeouts, transport errors */
+	int64_t llm_max_response_kb;  /* cap on one response body */
+	double llm_daily_budget_usd;  /* 0: none; over all jobs, last 24 h */
+	int64_t llm_daily_budget_tokens; /* 0: none */
+
+	/* [search]: the evolutionary search (bot/search) */
+	bool search_llm_verifiers;    /* compile / numerics / memory soft verifiers */
+	double search_verifier_audit; /* share of verifier-rejected candidates still run, to measure precision */
+	int64_t search_islands;
+	int64_t search_generations;   /* most generations (the budgets may end it sooner) */
+	int64_t search_per_generation; /* candidates proposed per island per generation */
+	int64_t search_initial;       /* first translations */
+	int64_t search_repair_rounds; /* repair prompts per failed candidate */
+	int64_t search_migration_interval; /* generations between ring migrations */
+	double search_explore, search_exploit; /* parent selection shares; the rest is random */
+	int64_t search_inspirations;  /* other kernels shown in a mutation prompt */
+	double search_crossover;      /* share of children made by crossover */
+	int64_t search_meta_interval; /* generations between meta-prompt rewrites; 0: off */
+	double search_prompt_exploration; /* share of uniform prompt picks */
+	double search_prompt_temperature; /* softmax temperature over prompt fitness */
+	bool search_tune_templates;   /* rewrite good kernels with tunable parameters */
+	double search_job_budget_usd; /* per search; 0: none */
+	int64_t search_job_budget_tokens; /* per search; 0: none */
+	int64_t search_seed;          /* 0: derived from the operator's hash */
+};
+
+/* One [llm.NAME] section. */
+struct kb_llm_model_cfg {
+	char *name;                   /* NAME */
+	int provider;                 /* enum kb_llm_provider (llm/llm.h) */
+	char *base_url;               /* e.g. https://api.openai.com/v1, http://127.0.0.1:8000/v1 */
+	char *model;                  /* the provider's model id */
+	char *api_key;                /* secret; "" for local servers */
+	double weight;                /* from [llm] models NAME:WEIGHT (default 1) */
+	double temperature;           /* NAN: the provider's default */
+	char *reasoning_effort;       /* "": none; openai reasoning_effort, anthropic thinking budget (low/medium/high) */
+	int64_t max_tokens;
+	double price_in_per_mtok, price_out_per_mtok; /* USD per million tokens */
+	int line;                     /* where the section starts, for messages */
 };
 
 /* Fill every field with its default. */
@@ -103,6 +149,15 @@ int kb_config_reload(struct kb_config *cfg, const char *path);
 void kb_config_release(struct kb_config *cfg);
 /* Print the effective configuration as INI, secrets as ***. */
 void kb_config_print(const struct kb_config *cfg, FILE *fp);
+/*
+ * The same for a `kernelbot run` child of the job loop, except that each
+ * [llm.NAME] api_key reads ${KERNELBOT_LLM_KEY_<i>} (i: the model's index),
+ * which the job loop puts in that child's environment only: the key never
+ * lands in a file, and the harness below the child never sees it (its
+ * environment is scrubbed of registered secrets).
+ */
+#define KB_CHILD_LLM_KEY_ENV "KERNELBOT_LLM_KEY_"
+void kb_config_print_for_child(const struct kb_config *cfg, FILE *fp);
 
 /*
  * Pick the config file for a command: explicit (must exist), else

@@ -202,8 +202,114 @@ static const char schema_v2[] =
 	"ALTER TABLE jobs ADD COLUMN result TEXT CHECK (result IS NULL OR json_valid(result));"
 	"CREATE INDEX jobs_by_trigger ON jobs (trigger_id);";
 
+/*
+ * The search (bot/search, issue 6). The v1 candidates, archive_cells and
+ * prompts tables were keyed by job and never written; a search also runs
+ * without a job (`kernelbot run`), so they are rebuilt keyed by search.
+ * jobs.best_candidate_id keeps pointing at candidates(id) by name.
+ */
+static const char schema_v3[] =
+	"DROP TABLE archive_cells;"
+	"DROP TABLE candidates;"
+	"DROP TABLE prompts;"
+
+	/* One search of one operator; key = what makes it the same search. */
+	"CREATE TABLE searches ("
+	"  id INTEGER PRIMARY KEY,"
+	"  key TEXT NOT NULL UNIQUE,"        /* ophash|backend|pass|settings|seed */
+	"  job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,"
+	"  operator TEXT NOT NULL,"          /* path as given */
+	"  backend TEXT NOT NULL,"
+	"  pass TEXT NOT NULL,"
+	"  seed INTEGER NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT 'running'"
+	"    CHECK (state IN ('running', 'done', 'failed', 'cancelled')),"
+	"  generation INTEGER NOT NULL DEFAULT 0," /* generations completed */
+	"  rng INTEGER NOT NULL,"            /* RNG state after them (uint64 bits) */
+	"  best_candidate_id INTEGER,"
+	"  wall_s REAL NOT NULL DEFAULT 0,"  /* summed over resumes */
+	"  info TEXT CHECK (info IS NULL OR json_valid(info)),"
+	"  started_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  finished_at INTEGER"
+	");"
+	"CREATE INDEX searches_by_job ON searches (job_id);"
+
+	/* Meta-prompts and their fitness (best fitness of their kernels). */
+	"CREATE TABLE prompts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  parent_id INTEGER REFERENCES prompts(id) ON DELETE SET NULL,"
+	"  sections TEXT NOT NULL CHECK (json_valid(sections)),"
+	"  fitness REAL,"
+	"  uses INTEGER NOT NULL DEFAULT 0,"
+	"  generation INTEGER NOT NULL DEFAULT 0,"
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX prompts_by_search ON prompts (search_id);"
+
+	"CREATE TABLE candidates ("
+	"  id INTEGER PRIMARY KEY,"
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  parent_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  second_parent_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  proposer TEXT NOT NULL,"          /* template, translate, repair, mutate, crossover, tune */
+	"  model TEXT,"
+	"  prompt_id INTEGER REFERENCES prompts(id) ON DELETE SET NULL,"
+	"  call_key TEXT,"                   /* the LLM call that produced it */
+	"  source TEXT NOT NULL,"
+	"  source_hash TEXT NOT NULL,"       /* of the normalised source */
+	"  backend TEXT NOT NULL,"
+	"  generation INTEGER NOT NULL DEFAULT 0,"
+	"  island INTEGER NOT NULL DEFAULT 0,"
+	"  verdict TEXT NOT NULL DEFAULT 'pending',"  /* pending, verified, rejected, error, filtered, static, build */
+	"  reasons TEXT CHECK (reasons IS NULL OR json_valid(reasons)),"
+	"  speedup REAL,"                    /* geomean over eager */
+	"  speedup_compile REAL,"
+	"  evidence TEXT CHECK (evidence IS NULL OR json_valid(evidence)),"
+	"  cell INTEGER CHECK (cell IS NULL OR cell BETWEEN 0 AND 63),"
+	"  build_info TEXT CHECK (build_info IS NULL OR json_valid(build_info)),"
+	"  verifiers TEXT CHECK (verifiers IS NULL OR json_valid(verifiers)),"  /* LLM verifiers' verdicts */
+	"  created_at INTEGER NOT NULL,"
+	"  UNIQUE (search_id, source_hash)"
+	");"
+	"CREATE INDEX candidates_by_verdict ON candidates (search_id, verdict, speedup);"
+	"CREATE INDEX candidates_by_parent ON candidates (parent_id);"
+	"CREATE INDEX candidates_by_second_parent ON candidates (second_parent_id);"
+	"CREATE INDEX candidates_by_prompt ON candidates (prompt_id);"
+
+	/* The MAP-Elites archive: the elite of each cell of each island. */
+	"CREATE TABLE archive_cells ("
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  island INTEGER NOT NULL,"
+	"  cell INTEGER NOT NULL CHECK (cell BETWEEN 0 AND 63),"
+	"  candidate_id INTEGER NOT NULL REFERENCES candidates(id) ON DELETE CASCADE,"
+	"  fitness REAL NOT NULL,"
+	"  chosen INTEGER NOT NULL DEFAULT 0,"
+	"  updated_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (search_id, island, cell)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX archive_cells_by_candidate ON archive_cells (candidate_id);"
+
+	/* Best speedup over time (the PR body's chart). */
+	"CREATE TABLE search_history ("
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  t_s REAL NOT NULL,"               /* search wall seconds */
+	"  best REAL NOT NULL,"
+	"  candidate_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL"
+	");"
+	"CREATE INDEX search_history_by_search ON search_history (search_id, t_s);"
+
+	/* LLM calls: which search, which logical call (replay), what for. */
+	"ALTER TABLE llm_calls ADD COLUMN search_id INTEGER REFERENCES searches(id) ON DELETE SET NULL;"
+	"ALTER TABLE llm_calls ADD COLUMN call_key TEXT;"
+	"ALTER TABLE llm_calls ADD COLUMN purpose TEXT;"
+	"CREATE INDEX llm_calls_by_search ON llm_calls (search_id);"
+	"CREATE INDEX llm_calls_by_key ON llm_calls (call_key);";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
 	{ 2, "triggers, webhook events, job progress", schema_v2 },
+	{ 3, "searches: candidates, archive, prompts, history", schema_v3 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

@@ -10,6 +10,7 @@
  * child's side up to exec. Talking to it and waiting for it live in
  * subprocess_poll.c.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -295,6 +296,175 @@ static _Noreturn void run_child(const struct child_exec *x)
 	if (errno == ENOEXEC)
 		execve("/bin/sh", x->sh_argv, x->envp);
 	child_fail(status, STAGE_EXEC);
+}
+
+/* --- killing a child's whole tree --- */
+
+#define KILL_TREE_ROUNDS 64
+
+struct proc_entry {
+	pid_t pid, ppid, pgrp;
+};
+
+/* Every live process's pid, parent and group from /proc; -1 without /proc. */
+static int scan_procs(struct proc_entry **out, size_t *nr)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t alloc = 0;
+
+	*out = NULL;
+	*nr = 0;
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		char path[64], buf[512], state;
+		const char *paren;
+		int fd, ppid, pgrp;
+		ssize_t n;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		xsnprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* "pid (comm) state ppid pgrp ...": comm may hold spaces and ')' */
+		paren = strrchr(buf, ')');
+		if (!paren || sscanf(paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+			continue;
+		if (state == 'Z' || state == 'X')
+			continue;
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 256;
+			*out = xrealloc(*out, alloc * sizeof(**out));
+		}
+		(*out)[(*nr)++] = (struct proc_entry){ (pid_t)atoi(de->d_name), (pid_t)ppid,
+						       (pid_t)pgrp };
+	}
+	closedir(d);
+	return 0;
+}
+
+static bool pid_in(const pid_t *v, size_t nr, pid_t pid)
+{
+	for (size_t i = 0; i < nr; i++)
+		if (v[i] == pid)
+			return true;
+	return false;
+}
+
+/* True unless we know that pid has no child: /proc/PID/task/TID/children
+ * (a kernel without that file: we do not know). */
+static bool may_have_children(pid_t pid)
+{
+	char path[96], c;
+	struct dirent *de;
+	bool any = false;
+	DIR *d;
+
+	xsnprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return true;
+	while (!any && (de = readdir(d))) {
+		int fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		xsnprintf(path, sizeof(path), "/proc/%d/task/%s/children", (int)pid, de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || read(fd, &c, 1) != 0)
+			any = true;
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	return any;
+}
+
+/* True unless group pid is known to hold no process but pid (getpgid of
+ * every pid: much cheaper than reading every /proc/PID/stat). */
+static bool group_may_have_others(pid_t pid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	bool any = false;
+
+	if (!d)
+		return true;
+	while (!any && (de = readdir(d))) {
+		pid_t p;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		p = (pid_t)atoi(de->d_name);
+		any = p != pid && getpgid(p) == pid;
+	}
+	closedir(d);
+	return any;
+}
+
+/*
+ * Freeze, then kill. A stopped process cannot fork or exit, so the tree
+ * stays put while /proc is read: stop the group, then whatever descends
+ * from a stopped process, round after round until a round finds nothing
+ * new; then SIGKILL all of it. A group kill alone leaves ninja's compilers
+ * running (each is in a group of its own) once ninja is gone.
+ */
+void sp_kill_tree(pid_t pid)
+{
+	pid_t *tree = NULL, self = getpid();
+	size_t nr = 0, alloc = 0;
+
+	/* pid is our unreaped child, so neither number can have been reused */
+	kill(-pid, SIGSTOP);
+	kill(pid, SIGSTOP);
+	/* the common case, a child alone (or gone): no walk of /proc */
+	if (!may_have_children(pid) && !group_may_have_others(pid))
+		goto out;
+	for (int round = 0; round < KILL_TREE_ROUNDS; round++) {
+		struct proc_entry *procs;
+		size_t np, before = nr;
+		bool grew = true;
+
+		if (scan_procs(&procs, &np))
+			break;
+		/* the closure over this snapshot: parents may come after children */
+		while (grew) {
+			grew = false;
+			for (size_t i = 0; i < np; i++) {
+				struct proc_entry *e = &procs[i];
+
+				if (e->pid == self || pid_in(tree, nr, e->pid))
+					continue;
+				if (e->pid != pid && e->pgrp != pid && e->ppid != pid &&
+				    !pid_in(tree, nr, e->ppid))
+					continue;
+				if (nr == alloc) {
+					alloc = alloc ? 2 * alloc : 16;
+					tree = xrealloc(tree, alloc * sizeof(*tree));
+				}
+				tree[nr++] = e->pid;
+				kill(e->pid, SIGSTOP);
+				grew = true;
+			}
+		}
+		free(procs);
+		if (nr == before)
+			break;
+	}
+out:
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+	for (size_t i = 0; i < nr; i++)
+		kill(tree[i], SIGKILL);
+	free(tree);
 }
 
 /* --- the parent --- */

@@ -22,10 +22,12 @@
  *
  * The child runs in its own process group; on timeout, on a stop request
  * (signals.h) or when the direct child exits, the whole group is killed with
- * SIGKILL, so a child that forks cannot leave work behind or keep our pipes
- * open. Every descriptor handed over is closed on every path. The child
- * starts with default signal dispositions, an empty signal mask and only
- * descriptors 0, 1, 2 (and result_fd_child) open.
+ * SIGKILL, and with it (Linux) every process that descends from the child or
+ * a group member, also in another group or session (ninja puts each
+ * compiler in a group of its own), so a child that forks cannot leave work
+ * behind or keep our pipes open. Every descriptor handed over is closed on
+ * every path. The child starts with default signal dispositions, an empty
+ * signal mask and only descriptors 0, 1, 2 (and result_fd_child) open.
  *
  * A persistent child (a worker that answers many requests; starting python
  * with torch and CUDA costs seconds) is started, talked to and finished:

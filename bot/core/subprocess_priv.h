@@ -36,11 +36,17 @@ static inline void sp_close_fd(int *fd)
 	*fd = -1;
 }
 
+/*
+ * SIGKILL the child's group and every process that descends from the child
+ * or from a member of its group, also where it left the group or the
+ * session (ninja starts each compiler in a group of its own). Linux /proc;
+ * elsewhere only the group. pid is our unreaped child.
+ */
+void sp_kill_tree(pid_t pid);
+
 static inline void sp_kill_group(pid_t pid)
 {
-	/* pid is our unreaped child, so neither number can have been reused */
-	kill(-pid, SIGKILL);
-	kill(pid, SIGKILL);
+	sp_kill_tree(pid);
 }
 
 static inline int sp_reap(pid_t pid, int *exit_code)

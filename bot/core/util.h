@@ -18,7 +18,8 @@ enum kb_error {
 	KB_ETIMEOUT = -4,  /* a deadline passed */
 	KB_EEXISTS = -5,   /* already there (not an error to retry) */
 	KB_ECANCELLED = -6, /* stopped on request (signal, user) */
-	KB_ENOTSUPPORTED = -7 /* the backend or its credentials cannot do this */
+	KB_ENOTSUPPORTED = -7, /* the backend or its credentials cannot do this */
+	KB_EBUDGET = -8    /* a money, token or time budget would be exceeded */
 };
 
 /* Log at error level and return -1: `return error("could not open '%s'", p);` */

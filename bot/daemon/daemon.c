@@ -18,6 +18,22 @@
 #define TICK_MS 100
 #define run_with_period(ms) if ((ms) <= TICK_MS || !(d->cronloops % ((ms) / TICK_MS)))
 
+/*
+ * Where the comment listing of one repository stands (slash commands
+ * while polling). In memory: a restart lists again from the last poll
+ * that saw a change, and the store's delivery records keep a command
+ * from being acted on twice.
+ */
+struct watch {
+	char *repo;
+	int64_t since;        /* list comments updated at or after this (the forge's clock) */
+	int64_t floor;        /* comments created before it are history, not commands */
+	struct strbuf etag;   /* of the last answer asked with since */
+};
+
+/* How far before the last poll that saw a change a first listing reaches (clock skew). */
+#define COMMENTS_SLACK_S 300
+
 struct daemon {
 	struct kb_config *cfg;
 	const struct kb_daemon_opts *opts;
@@ -26,6 +42,8 @@ struct daemon {
 	struct kb_jobs *jobs;
 	struct kb_webhook *hook;
 	struct strvec repos;
+	struct watch *watches;
+	size_t nr_watches, alloc_watches;
 	int64_t cronloops;
 	int64_t cycles;        /* poll cycles completed */
 	bool events_seen;      /* one pass over webhook events ran */
@@ -105,31 +123,186 @@ static bool repo_configured(struct daemon *d, const char *repo)
 
 /* --- polling --- */
 
+static struct watch *watch_of(struct daemon *d, const char *repo, int64_t last_polled_at)
+{
+	struct watch *w;
+
+	for (size_t i = 0; i < d->nr_watches; i++)
+		if (!strcasecmp(d->watches[i].repo, repo))
+			return &d->watches[i];
+	if (d->nr_watches == d->alloc_watches) {
+		d->alloc_watches = d->alloc_watches ? 2 * d->alloc_watches : 8;
+		d->watches = xrealloc(d->watches, d->alloc_watches * sizeof(*d->watches));
+	}
+	w = &d->watches[d->nr_watches++];
+	w->repo = xstrdup(repo);
+	/* commands posted while no daemon ran are read once; older ones never */
+	w->since = (last_polled_at > 0 ? last_polled_at : kb_wall_s()) - COMMENTS_SLACK_S;
+	w->floor = w->since;
+	strbuf_init(&w->etag, 0);
+	return w;
+}
+
+static void watches_release(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nr_watches; i++) {
+		free(d->watches[i].repo);
+		strbuf_release(&d->watches[i].etag);
+	}
+	FREE_AND_NULL(d->watches);
+	d->nr_watches = d->alloc_watches = 0;
+}
+
+/* One count from sql with one or two integer parameters; 0 when it fails. */
+static int64_t count_of(struct daemon *d, const char *sql, int64_t a, int64_t b)
+{
+	sqlite3_stmt *stmt;
+	int64_t n = 0;
+
+	if (sqlite3_prepare_v2(kb_state_db(d->st), sql, -1, &stmt, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_int64(stmt, 1, a);
+	if (sqlite3_bind_parameter_count(stmt) > 1)
+		sqlite3_bind_int64(stmt, 2, b);
+	if (sqlite3_step(stmt) == SQLITE_ROW)
+		n = sqlite3_column_int64(stmt, 0);
+	sqlite3_finalize(stmt);
+	return n;
+}
+
+/* Jobs of repo_id's active triggers still queued or running. */
+static bool has_pending(struct daemon *d, int64_t repo_id)
+{
+	return count_of(d, "SELECT count(*) FROM jobs j JOIN triggers t ON j.trigger_id = t.id"
+			   " WHERE t.repository_id = ? AND t.state = 'active' AND j.state IN"
+			   " ('queued', 'running')", repo_id, 0) > 0;
+}
+
+/* Is pull request pr one the bot watches: labelled now, or triggered once? */
+static bool watched(struct daemon *d, int64_t repo_id, const struct kb_forge_pr_list *labelled,
+		    int64_t pr)
+{
+	for (size_t i = 0; labelled && i < labelled->nr; i++)
+		if (labelled->v[i].number == pr)
+			return true;
+	return count_of(d, "SELECT count(*) FROM triggers WHERE repository_id = ? AND"
+			   " pr_number = ?", repo_id, pr) > 0;
+}
+
+/*
+ * Slash commands by polling: one conditional listing of the repository's
+ * comments updated since the last one; each `/kernelbot stop|run` by
+ * someone else than the bot, on a pull request the bot watches, is queued
+ * as the same event a webhook delivery makes (kb_webhook_store, keyed by
+ * the comment, so a command is acted on once however it arrived), and the
+ * main loop acts on it through kb_jobs_command. labelled: the poll's list
+ * when it was read this cycle, NULL when it did not change.
+ */
+static int poll_commands(struct daemon *d, const char *repo, int64_t repo_id,
+			 const struct kb_forge_pr_list *labelled, int64_t last_polled_at)
+{
+	struct watch *w = watch_of(d, repo, last_polled_at);
+	struct kb_forge_comment_list cl = KB_FORGE_COMMENT_LIST_INIT;
+	struct strbuf key = STRBUF_INIT, payload = STRBUF_INIT;
+	bool not_modified = false;
+	char *me = NULL;
+	int64_t newest = w->since;
+	int rc;
+
+	rc = kb_forge_list_repo_comments(d->forge, &cl, &not_modified, &w->etag, repo, w->since);
+	if (rc || not_modified)
+		goto out;
+	if (kb_forge_whoami(d->forge, &me))
+		me = NULL;
+	/* newest first on the wire: act oldest first */
+	for (size_t k = cl.nr; k-- > 0;) {
+		const struct kb_forge_comment *c = &cl.v[k];
+		const char *cmd;
+
+		if (c->updated_at > newest)
+			newest = c->updated_at;
+		if (!c->issue || !c->author || !c->body || c->created_at < w->floor)
+			continue;
+		if (me && !strcasecmp(me, c->author))
+			continue; /* the bot's own comments */
+		if (!(cmd = kb_jobs_parse_command(c->body)))
+			continue;
+		if (!watched(d, repo_id, labelled, c->issue)) {
+			log_debug("%s#%" PRId64 ": '/kernelbot %s' on a pull request the bot does not"
+				  " watch; ignored", repo, c->issue, cmd);
+			continue;
+		}
+		strbuf_reset(&key);
+		strbuf_reset(&payload);
+		kb_webhook_comment_key(&key, repo, c->id);
+		strbuf_addstr(&payload, "{\"event\": \"issue_comment\", \"action\": \"created\","
+			      " \"source\": \"poll\", \"repo\": \"");
+		strbuf_add_json_escaped(&payload, repo);
+		strbuf_addf(&payload, "\", \"number\": %" PRId64 ", \"comment_id\": %" PRId64
+			    ", \"command\": \"%s\", \"sender\": \"", c->issue, c->id, cmd);
+		strbuf_add_json_escaped(&payload, c->author);
+		strbuf_addstr(&payload, "\"}");
+		rc = kb_webhook_store(d->st, key.buf, "issue_comment", payload.buf);
+		if (rc == KB_EEXISTS) {
+			rc = 0; /* seen before: by a webhook, or by an earlier poll */
+			continue;
+		}
+		if (rc)
+			goto out; /* the cursor stays: read again next cycle */
+		log_info("%s#%" PRId64 ": '/kernelbot %s' from '%s' (comment %" PRId64 ", polled)",
+			 repo, c->issue, cmd, c->author, c->id);
+	}
+	if (newest > w->since) {
+		/* inclusive: the newest comment is listed again, and the answer stays a 304 */
+		w->since = newest;
+		strbuf_reset(&w->etag);
+	}
+out:
+	free(me);
+	kb_forge_comment_list_release(&cl);
+	strbuf_release(&key);
+	strbuf_release(&payload);
+	return rc;
+}
+
 static int poll_repo(struct daemon *d, const char *repo)
 {
 	struct kb_forge_pr_list list = KB_FORGE_PR_LIST_INIT;
 	struct strbuf etag = STRBUF_INIT;
 	sqlite3_stmt *stmt = NULL;
-	int64_t repo_id, *active = NULL;
+	int64_t repo_id, *active = NULL, last_polled_at = 0;
 	size_t nr_active = 0;
 	bool not_modified = false, ok = true;
 	int rc;
 
 	if (kb_state_repo_upsert(d->st, &repo_id, d->forge->name, repo))
 		return -1;
-	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT etag FROM repositories WHERE id = ?", -1,
-			       &stmt, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT etag, last_polled_at FROM repositories"
+			       " WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK)
 		return error("could not read repositories in '%s'", kb_state_path(d->st));
 	sqlite3_bind_int64(stmt, 1, repo_id);
-	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0))
-		strbuf_addstr(&etag, (const char *)sqlite3_column_text(stmt, 0));
+	if (sqlite3_step(stmt) == SQLITE_ROW) {
+		if (sqlite3_column_text(stmt, 0))
+			strbuf_addstr(&etag, (const char *)sqlite3_column_text(stmt, 0));
+		last_polled_at = sqlite3_column_int64(stmt, 1);
+	}
 	sqlite3_finalize(stmt);
 	stmt = NULL;
 
 	rc = kb_forge_list_labelled_prs(d->forge, &list, &not_modified, &etag, repo,
 					d->cfg->bot_label);
-	if (rc || not_modified)
+	if (rc)
 		goto out;
+	if (not_modified) {
+		/*
+		 * Nothing new on any labelled pull request: a comment would
+		 * have changed the list (its comments count). Only a running
+		 * job's pull request is read for commands regardless.
+		 */
+		if (has_pending(d, repo_id))
+			rc = poll_commands(d, repo, repo_id, NULL, last_polled_at);
+		goto out;
+	}
 
 	/* new labels: a trigger each (an active one makes this a no-op) */
 	for (size_t i = 0; i < list.nr && !kb_stop_requested(); i++) {
@@ -165,6 +338,10 @@ static int poll_repo(struct daemon *d, const char *repo)
 		if (!listed && kb_jobs_cancel(d->jobs, repo, active[i], NULL) < 0)
 			ok = false;
 	}
+	/* the list changed: a new comment on a labelled pull request may be why */
+	if ((list.nr || has_pending(d, repo_id)) &&
+	    poll_commands(d, repo, repo_id, &list, last_polled_at))
+		ok = false;
 	/* keep the old ETag after a failure: the next poll sees the list again */
 	if (ok && !kb_state_begin(d->st)) {
 		if (sqlite3_prepare_v2(kb_state_db(d->st), "UPDATE repositories SET etag = ?,"
@@ -264,17 +441,8 @@ static void handle_event(struct daemon *d, const char *text)
 			kb_jobs_cancel(d->jobs, repo, req.pr, sender);
 		}
 	} else if (!strcmp(event, "issue_comment")) {
-		const char *cmd = jstr(e, "command");
-
-		if (!cmd || !may_act(d, repo, sender))
-			goto out;
-		if (!strcmp(cmd, "stop")) {
-			kb_jobs_cancel(d->jobs, repo, req.pr, sender);
-		} else if (!strcmp(cmd, "run")) {
-			req.rerun = true; /* on the current head */
-			req.source = "command";
-			kb_jobs_trigger(d->jobs, &req, NULL);
-		}
+		/* a webhook's, or a comment the poll found: the same path */
+		kb_jobs_command(d->jobs, repo, req.pr, sender, jstr(e, "command"));
 	}
 out:
 	free(me);
@@ -406,9 +574,8 @@ int kb_daemon_run(struct kb_config *cfg, const struct kb_daemon_opts *opts)
 		if (cfg->bot_poll_interval_s > 0 && d->repos.nr) {
 			run_with_period(cfg->bot_poll_interval_s * 1000) poll_all(d);
 		}
-		if (d->hook) {
-			run_with_period(200) take_events(d);
-		}
+		/* webhook deliveries, and the commands a poll found */
+		run_with_period(200) take_events(d);
 		run_with_period(200) {
 			if (kb_jobs_tick(d->jobs) < 0)
 				log_warn("the job loop could not read the state store");
@@ -416,7 +583,7 @@ int kb_daemon_run(struct kb_config *cfg, const struct kb_daemon_opts *opts)
 		if (opts->cycles > 0 && d->cycles >= opts->cycles)
 			break;
 		if (opts->until_idle && (d->cycles || !cfg->bot_poll_interval_s || !d->repos.nr) &&
-		    (!d->hook || d->events_seen) && idle(d))
+		    d->events_seen && idle(d))
 			break;
 		d->cronloops++;
 		nanosleep(&ts, NULL);
@@ -432,5 +599,6 @@ out:
 		remove_pidfile(d);
 	kb_state_close(d->st);
 	strvec_clear(&d->repos);
+	watches_release(d);
 	return rc;
 }

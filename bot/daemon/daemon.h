@@ -7,7 +7,14 @@
  *   - poll every configured repository each [bot] poll_interval_s: one
  *     conditional request each (the ETag of the last answer is kept in the
  *     store); a 304 costs nothing and changes nothing;
- *   - act on queued webhook events (the listener thread stores them);
+ *   - slash commands by polling: when a repository's labelled list changed
+ *     (a new comment changes it: its comments count) or one of its jobs
+ *     is queued or running, one more conditional request lists its
+ *     comments updated since the last listing; `/kernelbot stop|run` on a
+ *     watched pull request is queued as the event a webhook delivery makes
+ *     (keyed by the comment: acted on once, however it arrived). An idle
+ *     repository stays at one request a cycle;
+ *   - act on queued events (webhook deliveries, polled commands);
  *   - tick the job loop (bot/jobs): reap, progress, start queued jobs;
  *   - SIGHUP: reload the config (kb_config_reload keeps the running one
  *     when the file is bad) and reopen the forge with it;

@@ -5,8 +5,10 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "daemon/webhook.h"
+#include "jobs/jobs.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -79,29 +81,6 @@ static const cJSON *jobj(const cJSON *o, const char *key)
 	return cJSON_IsObject(v) ? v : NULL;
 }
 
-/* "/kernelbot stop" or "/kernelbot run" on the comment's first non-blank line. */
-static const char *command_of(const char *body)
-{
-	const char *p = body;
-	size_t n;
-
-	while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-		p++;
-	if (strncmp(p, "/kernelbot", 10))
-		return NULL;
-	p += 10;
-	if (*p != ' ' && *p != '\t')
-		return NULL;
-	while (*p == ' ' || *p == '\t')
-		p++;
-	n = strcspn(p, " \t\r\n");
-	if (n == 4 && !strncmp(p, "stop", 4))
-		return "stop";
-	if (n == 3 && !strncmp(p, "run", 3))
-		return "run";
-	return NULL;
-}
-
 int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, size_t len)
 {
 	cJSON *j = cJSON_ParseWithLength(body, len), *o = NULL;
@@ -147,7 +126,7 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 		/* comments on plain issues carry no pull_request key */
 		if (!cJSON_GetObjectItemCaseSensitive(issue, "pull_request"))
 			goto out;
-		if (!jstr(comment, "body") || !(cmd = command_of(jstr(comment, "body"))))
+		if (!jstr(comment, "body") || !(cmd = kb_jobs_parse_command(jstr(comment, "body"))))
 			goto out;
 		num = cJSON_GetObjectItemCaseSensitive(issue, "number");
 		if (!full || !cJSON_IsNumber(num)) {
@@ -156,6 +135,9 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 		}
 		cJSON_AddNumberToObject(o, "number", num->valuedouble);
 		cJSON_AddStringToObject(o, "command", cmd);
+		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(comment, "id")))
+			cJSON_AddNumberToObject(o, "comment_id",
+						cJSON_GetObjectItemCaseSensitive(comment, "id")->valuedouble);
 	} else {
 		goto out;
 	}
@@ -179,28 +161,66 @@ out:
 	return rc;
 }
 
+void kb_webhook_comment_key(struct strbuf *out, const char *repo, int64_t comment_id)
+{
+	strbuf_addstr(out, "comment:");
+	for (const char *p = repo; *p; p++)
+		strbuf_addch(out, (char)tolower((unsigned char)*p));
+	strbuf_addf(out, ":%" PRId64, comment_id);
+}
+
+/* Record key in webhook_deliveries; *fresh is false when it was there already. */
+static int record_key(sqlite3 *db, const char *key, const char *event, int64_t now, bool *fresh)
+{
+	sqlite3_stmt *stmt = NULL;
+
+	if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO webhook_deliveries (delivery_id, event,"
+				   " received_at) VALUES (?, ?, ?)", -1, &stmt, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, event, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 3, now);
+	if (sqlite3_step(stmt) != SQLITE_DONE) {
+		sqlite3_finalize(stmt);
+		return -1;
+	}
+	sqlite3_finalize(stmt);
+	*fresh = sqlite3_changes(db) > 0;
+	return 0;
+}
+
 int kb_webhook_store(struct kb_state *st, const char *delivery, const char *event,
 		     const char *payload)
 {
 	sqlite3 *db = kb_state_db(st);
 	sqlite3_stmt *stmt = NULL;
+	struct strbuf key = STRBUF_INIT;
 	int64_t now = kb_wall_s();
+	bool fresh = false;
 	int rc = -1;
 
-	if (kb_state_begin(st))
+	/* a comment is one command however often it arrives: webhook, poll, both */
+	if (payload) {
+		cJSON *p = cJSON_Parse(payload);
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(p, "comment_id");
+		const char *repo = jstr(p, "repo");
+
+		if (cJSON_IsNumber(id) && repo)
+			kb_webhook_comment_key(&key, repo, (int64_t)id->valuedouble);
+		cJSON_Delete(p);
+	}
+	if (kb_state_begin(st)) {
+		strbuf_release(&key);
 		return -1;
-	if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO webhook_deliveries (delivery_id, event,"
-				   " received_at) VALUES (?, ?, ?)", -1, &stmt, NULL) != SQLITE_OK)
+	}
+	if (record_key(db, delivery, event, now, &fresh))
 		goto fail;
-	sqlite3_bind_text(stmt, 1, delivery, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, event, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 3, now);
-	if (sqlite3_step(stmt) != SQLITE_DONE)
+	if (fresh && key.len && strcmp(key.buf, delivery) &&
+	    record_key(db, key.buf, event, now, &fresh))
 		goto fail;
-	sqlite3_finalize(stmt);
-	stmt = NULL;
-	if (!sqlite3_changes(db)) {
+	if (!fresh) {
 		kb_state_rollback(st);
+		strbuf_release(&key);
 		return KB_EEXISTS;
 	}
 	if (payload) {
@@ -217,12 +237,14 @@ int kb_webhook_store(struct kb_state *st, const char *delivery, const char *even
 		sqlite3_finalize(stmt);
 		stmt = NULL;
 	}
+	strbuf_release(&key);
 	return kb_state_commit(st);
 fail:
 	rc = error("could not store webhook delivery '%s' in '%s': %s", delivery,
 		   kb_state_path(st), sqlite3_errmsg(db));
 	sqlite3_finalize(stmt);
 	kb_state_rollback(st);
+	strbuf_release(&key);
 	return rc;
 }
 

@@ -48,7 +48,7 @@ bool kb_webhook_signature_ok(const char *secret, const void *body, size_t len,
 /*
  * The fields of an event the bot acts on, as a small JSON object, into
  * out: {"event", "action", "repo", "number", "head_sha", "label",
- * "sender", "command", "installation_id"}. KB_ENOTFOUND (nothing logged)
+ * "sender", "command", "comment_id", "installation_id"}. KB_ENOTFOUND (nothing logged)
  * for an event or action the bot ignores; -1 for a payload without the
  * fields its event must have.
  */
@@ -57,10 +57,16 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 /*
  * Record delivery and queue its event (payload from kb_webhook_extract,
  * NULL: record only), one transaction. KB_EEXISTS (nothing logged) when
- * the delivery was seen before.
+ * the delivery was seen before, or when the payload names a comment
+ * ("repo" and "comment_id") already recorded under
+ * kb_webhook_comment_key: a slash command seen by webhook and by polling
+ * the comments is acted on once.
  */
 int kb_webhook_store(struct kb_state *st, const char *delivery, const char *event,
 		     const char *payload);
+
+/* "comment:<repo lower-cased>:<id>": the delivery id a polled comment is stored under. */
+void kb_webhook_comment_key(struct strbuf *out, const char *repo, int64_t comment_id);
 
 /*
  * The oldest queued event not yet handled: its id and payload (appended).

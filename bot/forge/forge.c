@@ -211,13 +211,21 @@ int kb_forge_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out,
 	return f->ops->list_labelled_prs(f, out, not_modified, etag, repo, label);
 }
 
-int kb_forge_label_actor(struct kb_forge *f, char **login_out, const char *repo,
+int kb_forge_label_event(struct kb_forge *f, char **login_out, int64_t *at_out, const char *repo,
 			 int64_t number, const char *label)
 {
 	*login_out = NULL;
+	if (at_out)
+		*at_out = 0;
 	if (check_repo(repo) || check_number("pull request", number) || check_word("label", label))
 		return -1;
-	return f->ops->label_actor(f, login_out, repo, number, label);
+	return f->ops->label_actor(f, login_out, at_out, repo, number, label);
+}
+
+int kb_forge_label_actor(struct kb_forge *f, char **login_out, const char *repo,
+			 int64_t number, const char *label)
+{
+	return kb_forge_label_event(f, login_out, NULL, repo, number, label);
 }
 
 int kb_forge_permission(struct kb_forge *f, enum kb_forge_perm *out, const char *repo,
@@ -293,6 +301,16 @@ int kb_forge_list_comments(struct kb_forge *f, struct kb_forge_comment_list *out
 	if (check_repo(repo) || check_number("issue", issue))
 		return -1;
 	return f->ops->list_comments(f, out, repo, issue, since < 0 ? 0 : since);
+}
+
+int kb_forge_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
+				bool *not_modified, struct strbuf *etag, const char *repo,
+				int64_t since)
+{
+	*not_modified = false;
+	if (check_repo(repo))
+		return -1;
+	return f->ops->list_repo_comments(f, out, not_modified, etag, repo, since < 0 ? 0 : since);
 }
 
 int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,

@@ -91,8 +91,9 @@ struct kb_forge_comment {
 	char *body;
 	char *url;
 	int64_t created_at, updated_at; /* Unix seconds */
+	int64_t issue;     /* the issue or pull request it is on (list_repo_comments); 0: not known */
 };
-#define KB_FORGE_COMMENT_INIT { 0, NULL, NULL, NULL, 0, 0 }
+#define KB_FORGE_COMMENT_INIT { 0, NULL, NULL, NULL, 0, 0, 0 }
 void kb_forge_comment_release(struct kb_forge_comment *c);
 
 struct kb_forge_comment_list {
@@ -199,9 +200,13 @@ struct kb_forge_ops {
 	int (*list_labelled_prs)(struct kb_forge *f, struct kb_forge_pr_list *out,
 				 bool *not_modified, struct strbuf *etag,
 				 const char *repo, const char *label);
-	/* Login of whoever added label last (the latest "labeled" event); KB_ENOTFOUND when never. */
-	int (*label_actor)(struct kb_forge *f, char **login_out, const char *repo,
-			   int64_t number, const char *label);
+	/*
+	 * Login of whoever added label last (the latest "labeled" event) and
+	 * when (Unix seconds, the forge's clock; at_out may be NULL);
+	 * KB_ENOTFOUND when never.
+	 */
+	int (*label_actor)(struct kb_forge *f, char **login_out, int64_t *at_out,
+			   const char *repo, int64_t number, const char *label);
 	/* The role login has on repo (KB_PERM_NONE for a stranger). */
 	int (*permission)(struct kb_forge *f, enum kb_forge_perm *out, const char *repo,
 			  const char *login);
@@ -235,6 +240,18 @@ struct kb_forge_ops {
 	/* Comments on issue created or updated at or after since (0: all), oldest first. */
 	int (*list_comments)(struct kb_forge *f, struct kb_forge_comment_list *out,
 			     const char *repo, int64_t issue, int64_t since);
+	/*
+	 * Comments on every issue and pull request of repo updated at or
+	 * after since (0: all), most recently updated first, every page;
+	 * each with its issue number. etag is in/out as for
+	 * list_labelled_prs: when nothing changed since the answer etag came
+	 * from (asked with the same since), *not_modified is set, out stays
+	 * empty and (github) the call cost no quota. This is how a polling
+	 * daemon reads slash commands.
+	 */
+	int (*list_repo_comments)(struct kb_forge *f, struct kb_forge_comment_list *out,
+				  bool *not_modified, struct strbuf *etag, const char *repo,
+				  int64_t since);
 	/* Post a comment; its id in *id_out (may be NULL). */
 	int (*post_comment)(struct kb_forge *f, int64_t *id_out, const char *repo,
 			    int64_t issue, const char *body);
@@ -290,6 +307,9 @@ int kb_forge_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out,
 			       const char *repo, const char *label);
 int kb_forge_label_actor(struct kb_forge *f, char **login_out, const char *repo,
 			 int64_t number, const char *label);
+/* label_actor with the time of that labelling in *at_out. */
+int kb_forge_label_event(struct kb_forge *f, char **login_out, int64_t *at_out, const char *repo,
+			 int64_t number, const char *label);
 int kb_forge_permission(struct kb_forge *f, enum kb_forge_perm *out, const char *repo,
 			const char *login);
 int kb_forge_get_pr(struct kb_forge *f, struct kb_forge_pr *out, const char *repo, int64_t number);
@@ -304,6 +324,9 @@ int kb_forge_find_comment(struct kb_forge *f, struct kb_forge_comment *out, cons
 			  int64_t issue, const char *marker);
 int kb_forge_list_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
 			   const char *repo, int64_t issue, int64_t since);
+int kb_forge_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
+				bool *not_modified, struct strbuf *etag, const char *repo,
+				int64_t since);
 int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
 			  int64_t issue, const char *body);
 int kb_forge_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id,

@@ -24,6 +24,19 @@
 #define MAX_PROGRESS_FILE (64 * 1024)
 #define CHILD_STOP_GRACE_MS 10000
 
+/*
+ * The child stops searching when its budget ends and then verifies its
+ * best kernel again in a fresh process (the final check, with every seed
+ * and the torch.compile baseline): it is killed only when that too runs
+ * past this grace period.
+ */
+static int64_t budget_grace_s(int64_t budget_s)
+{
+	int64_t g = 120 + budget_s / 10;
+
+	return g > 1800 ? 1800 : g;
+}
+
 /* --- helpers --- */
 
 /*
@@ -209,7 +222,7 @@ static int write_child_config(struct kb_jobs *j, struct runner *r, const char *p
 	fp = open_memstream(&text, &len);
 	if (!fp)
 		return error_errno("could not write the config of job %" PRId64, r->job.id);
-	kb_config_print(&copy, fp);
+	kb_config_print_for_child(&copy, fp);
 	if (fclose(fp)) {
 		free(text);
 		return error_errno("could not write the config of job %" PRId64, r->job.id);
@@ -248,7 +261,8 @@ static void load_repo_config(struct kb_jobs *j, struct runner *r)
 
 static int start_child(struct kb_jobs *j, struct runner *r)
 {
-	struct strbuf cfg_path = STRBUF_INIT, op = STRBUF_INIT;
+	struct strbuf cfg_path = STRBUF_INIT, op = STRBUF_INIT, budget = STRBUF_INIT;
+	int64_t used = r->job.started_at ? kb_wall_s() - r->job.started_at : 0;
 	int rc = -1;
 
 	if (kb_rm_rf(r->out.buf))
@@ -273,9 +287,20 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 		     r->child_log.buf, NULL);
 	if (j->setpriv)
 		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
+	/* what is left of the budget since the claim (fetch and checkout spent some) */
+	r->child_budget_s = r->budget_s - (used > 0 ? used : 0);
+	if (r->child_budget_s < 1)
+		r->child_budget_s = 1;
+	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
 	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", r->out.buf,
-		     "--progress-file", r->progress_path.buf, NULL);
+		     "--progress-file", r->progress_path.buf, "--time-budget", budget.buf, NULL);
 	strvec_push(&r->cp.args, op.buf);
+	for (size_t i = 0; i < j->cfg->nr_llm_models; i++) {
+		const char *key = j->cfg->llm_models[i].api_key;
+
+		if (key && *key)
+			strvec_pushf(&r->cp.env, "%s%zu=%s", KB_CHILD_LLM_KEY_ENV, i, key);
+	}
 	if (start_command(&r->cp))
 		goto out;
 	r->child_running = true;
@@ -288,6 +313,7 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 out:
 	strbuf_release(&cfg_path);
 	strbuf_release(&op);
+	strbuf_release(&budget);
 	return rc;
 }
 
@@ -472,6 +498,17 @@ static void fail(struct kb_jobs *j, struct runner *r, const char *err)
 	finish(j, r, KB_JOB_FAILED, err);
 }
 
+/* Did the child's time budget stop its search early (kernel.json tuning.cut_short)? */
+static bool cut_short(struct runner *r)
+{
+	cJSON *kj = jread_json(r->out.buf, "kernel.json");
+	bool cut = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(kj, "tuning"), "cut_short"));
+
+	cJSON_Delete(kj);
+	return cut;
+}
+
 static void publish(struct kb_jobs *j, struct runner *r)
 {
 	double s = result_speedup(r);
@@ -479,6 +516,13 @@ static void publish(struct kb_jobs *j, struct runner *r)
 
 	if (s > 0)
 		r->best = s; /* the final check's figure is the one reported */
+	if (cut_short(r)) {
+		char dur[32];
+
+		kb_md_fmt_duration(dur, sizeof(dur), (double)r->budget_s);
+		strbuf_addf(&r->notes, "The time budget (%s) cut the search short: the result is the "
+			    "best kernel found by then.\n", dur);
+	}
 	set_stage(j, r, "publish");
 	if (!(s > 0) || s < j->cfg->bot_min_speedup) {
 		strbuf_addf(&r->notes, "No pull request: the best verified kernel (%.2fx) is below "
@@ -571,6 +615,7 @@ static void runner_start(struct kb_jobs *j, struct runner *r)
 		goto out;
 	}
 	load_repo_config(j, r);
+	r->budget_s = budget_s(j, r);
 	if (kb_rm_rf(r->src.buf) || kb_git_checkout_tree(r->git, r->job.head_sha, r->src.buf)) {
 		fail(j, r, "could not check out the pull request");
 		goto out;
@@ -596,8 +641,8 @@ out:
 static void runner_poll(struct kb_jobs *j, struct runner *r)
 {
 	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
-	/* the search has no budget of its own: the loop enforces it, with a grace for the final check */
-	int64_t limit_ms = (budget_s(j, r) + 60) * 1000;
+	/* the child keeps its budget itself; this is the backstop should it not */
+	int64_t limit_ms = (r->child_budget_s + budget_grace_s(r->child_budget_s)) * 1000;
 	bool alive;
 
 	if (!r->child_running)
@@ -610,9 +655,10 @@ static void runner_poll(struct kb_jobs *j, struct runner *r)
 			log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
 	}
 	if (alive && kb_now_ms() - r->child_started_ms > limit_ms) {
-		log_warn("job %" PRId64 ": the search ran past its budget; stopping it", r->job.id);
+		log_warn("job %" PRId64 ": the search ran %" PRId64 " s past its budget; stopping it",
+			 r->job.id, budget_grace_s(r->child_budget_s));
 		stop_child(r);
-		fail(j, r, "the search ran past its time budget");
+		fail(j, r, "the search and its final check ran past the time budget");
 		goto out;
 	}
 	if (alive)

@@ -13,6 +13,11 @@
  *        kernel, binding, evidence -> publish -> open or update the bot's
  *        pull request -> status / check run -> labels
  *
+ * The child gets what is left of the job's time budget (`kernelbot run
+ * --time-budget`): when it ends, the search stops and the best kernel so
+ * far gets its final check and is published, marked as cut short. The
+ * loop kills a child only when it runs a grace period past that.
+ *
  * Every transition is one transaction in the state store, and everything
  * put on the forge is recorded in forge_objects by a marker that is also
  * in the object itself, so a runner killed at any point resumes where it
@@ -67,11 +72,30 @@ struct kb_trigger_req {
  * or admin), pin the head sha, find the operators and queue one job each,
  * all in one transaction. Returns the number of jobs queued (>= 0): 0 when
  * the pull request already has an active trigger (a later push does not
- * re-run it), when the actor may not, or when it has no operator (the
- * progress comment then says so). *trigger_id_out (may be NULL) gets the
- * trigger, 0 when none was made. -1 on errors.
+ * re-run it), when the actor may not, when it has no operator (the
+ * progress comment then says so), or, for a poll (actor NULL), when its
+ * latest trigger was cancelled after the label was last added (a
+ * `/kernelbot stop` leaves the label on; only a new labelling or
+ * `/kernelbot run` starts it again). *trigger_id_out (may be NULL) gets
+ * the trigger, 0 when none was made. -1 on errors.
  */
 int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t *trigger_id_out);
+
+/*
+ * "stop" or "run" when body's first non-blank line is `/kernelbot stop`
+ * or `/kernelbot run` (anything may follow); NULL otherwise.
+ */
+const char *kb_jobs_parse_command(const char *body);
+
+/*
+ * A slash command (kb_jobs_parse_command) from actor on pull request pr,
+ * whether it came by webhook or by polling the comments: ignored (0)
+ * unless actor has write access; "stop" is kb_jobs_cancel, "run" is
+ * kb_jobs_trigger with rerun set on the current head (source "command").
+ * Returns what those return (>= 0), 0 when ignored, -1 on errors.
+ */
+int kb_jobs_command(struct kb_jobs *j, const char *repo, int64_t pr, const char *actor,
+		    const char *command);
 
 /*
  * Cancel the active trigger of a pull request (label removed, or

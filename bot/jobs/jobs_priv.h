@@ -84,6 +84,8 @@ struct runner {
 	struct child_process cp;
 	bool child_running;
 	int64_t child_started_ms, last_edit_ms;
+	int64_t budget_s;             /* the job's time budget (config, .kernelbot.ini) */
+	int64_t child_budget_s;       /* what was left of it when the child started (--time-budget) */
 	int64_t progress_mtime_ns;
 	double best, reviewed;
 	struct strbuf progress;       /* the child's last progress JSON */

@@ -406,9 +406,19 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 	struct strbuf all = STRBUF_INIT, msg = STRBUF_INIT;
 	struct strvec paths = STRVEC_INIT;
 	struct jobject obj = { 0 };
+	struct kb_forge_remote rem = KB_FORGE_REMOTE_INIT;
+	struct kb_git_cred cred;
 	char hash[65], sha[KB_GIT_SHA_SIZE], remote[KB_GIT_SHA_SIZE];
 	int rc;
 
+	/*
+	 * Credentials afresh: the clone's are as old as the job, and an App's
+	 * installation token lives an hour (renewed by the forge meanwhile).
+	 */
+	if ((rc = kb_forge_git_remote(j->forge, &rem, r->trig.repo)))
+		goto out;
+	cred.username = rem.username;
+	cred.token = rem.password;
 	if ((rc = read_results(r, &fs)))
 		goto out;
 	gf = xcalloc(fs.nr, sizeof(*gf));
@@ -430,7 +440,7 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 	if (rc && rc != KB_ENOTFOUND)
 		goto out;
 	if (!rc && obj.body_hash && obj.remote_id && !strcmp(obj.body_hash, hash) &&
-	    !kb_git_remote_branch_head(r->git, NULL, r->branch.buf, NULL, remote) &&
+	    !kb_git_remote_branch_head(r->git, NULL, r->branch.buf, &cred, remote) &&
 	    !strcmp(remote, obj.remote_id)) {
 		log_info("job %" PRId64 ": branch '%s' already holds the result", r->job.id,
 			 r->branch.buf);
@@ -443,7 +453,7 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 	if ((rc = kb_git_commit_files(r->git, r->branch.buf, r->job.head_sha, gf, fs.nr, msg.buf,
 				      j->cfg->bot_author_name, j->cfg->bot_author_email, sha)))
 		goto out;
-	rc = kb_git_publish_branch(r->git, NULL, r->branch.buf, j->cfg->bot_author_email, NULL);
+	rc = kb_git_publish_branch(r->git, NULL, r->branch.buf, j->cfg->bot_author_email, &cred);
 	if (rc == KB_GIT_ENOTOURS) {
 		strbuf_addf(note, "Someone else committed to `%s`; kernelbot leaves that branch "
 			    "alone and did not update it.", r->branch.buf);
@@ -453,6 +463,7 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 		goto out;
 	rc = put_object(j, r, "branch", r->branch.buf, sha, NULL, hash);
 out:
+	kb_forge_remote_release(&rem);
 	rfiles_release(&fs);
 	free(gf);
 	strvec_clear(&paths);

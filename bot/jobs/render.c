@@ -86,7 +86,42 @@ struct prow {
 	struct kb_progress_job pj;
 	cJSON *progress, *result;
 	char *op, *err, *stage;
+	struct kb_archive_grid grid;
+	bool has_grid;
 };
+
+/*
+ * The LLM search's live status (bot/search: <out>/search.json, rewritten
+ * after each generation): its archive cells, candidates and best so far.
+ */
+static void read_search_status(struct kb_jobs *j, struct prow *row)
+{
+	struct strbuf dir = STRBUF_INIT;
+	cJSON *sj, *cells, *c;
+
+	strbuf_addf(&dir, "%s/jobs/%" PRId64 "/out", j->cfg->state_dir, row->pj.job_id);
+	sj = jread_json(dir.buf, "search.json");
+	strbuf_release(&dir);
+	if (!sj)
+		return;
+	cells = cJSON_GetObjectItemCaseSensitive(sj, "cells");
+	cJSON_ArrayForEach(c, cells) {
+		int cell = cJSON_IsNumber(c) ? c->valueint : -1;
+
+		if (cell < 0 || cell >= 64)
+			continue;
+		row->grid.cell[cell / 16][(cell / 4) % 4][cell % 4] = 1;
+		row->has_grid = true;
+	}
+	if (jnum(sj, "candidates", 0) > (double)row->pj.candidates)
+		row->pj.candidates = (int64_t)jnum(sj, "candidates", 0);
+	if (row->pj.best_speedup <= 0) {
+		const cJSON *best = cJSON_GetObjectItemCaseSensitive(sj, "best");
+
+		row->pj.best_speedup = jnum(best, "speedup", 0);
+	}
+	cJSON_Delete(sj);
+}
 
 static void fill_row(struct prow *row, enum kb_job_state state, int64_t started, int64_t finished,
 		     double best)
@@ -164,6 +199,7 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 				cJSON_AddNumberToObject(row->result, "pr_number", (double)self->pr_number);
 			}
 			fill_row(row, state, sqlite3_column_int64(stmt, 8), kb_wall_s(), self->best);
+			read_search_status(j, row);
 			continue;
 		}
 		s = (const char *)sqlite3_column_text(stmt, 4);
@@ -174,14 +210,18 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 		row->result = s ? cJSON_Parse(s) : NULL;
 		fill_row(row, state, sqlite3_column_int64(stmt, 8), sqlite3_column_int64(stmt, 9),
 			 sqlite3_column_double(stmt, 5));
+		read_search_status(j, row);
 	}
 	if (!nr) {
 		error("trigger %" PRId64 " has no jobs", t->id);
 		goto out;
 	}
 	pjs = xcalloc(nr, sizeof(*pjs));
-	for (size_t i = 0; i < nr; i++)
+	for (size_t i = 0; i < nr; i++) {
 		pjs[i] = rows[i].pj;
+		/* rows moved while growing: point at the grid only now */
+		pjs[i].grid = rows[i].has_grid ? &rows[i].grid : NULL;
+	}
 	memset(&p, 0, sizeof(p));
 	p.repo = t->repo;
 	p.pr_number = t->pr;
@@ -254,7 +294,8 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	cJSON *ev = jread_json(r->out.buf, "evidence.json");
 	cJSON *kj = jread_json(r->out.buf, "kernel.json");
 	const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
-	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT;
+	const cJSON *search = cJSON_GetObjectItemCaseSensitive(kj, "search");
+	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT, proposer = STRBUF_INIT;
 	struct kb_pr_report rep;
 	struct kb_speedup_point *hist;
 	const char *src = jstr(kj, "source");
@@ -276,12 +317,34 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rep.job.backend = jstr(kj, "backend");
 	rep.job.state = "done";
 	rep.evidence = ev;
-	rep.search.candidates = (int64_t)jnum(tuning, "points_tried", 0);
-	rep.search.verified = (int64_t)jnum(tuning, "verified", 0);
-	rep.search.generations = (int64_t)jnum(tuning, "points_tried", 0);
-	rep.search.generations_label = "template points";
-	rep.search.wall_s = jnum(tuning, "seconds", 0);
-	rep.search.proposer = "built-in templates";
+	if (cJSON_IsObject(search)) {
+		const cJSON *llm = cJSON_GetObjectItemCaseSensitive(search, "llm"), *m;
+
+		rep.search.candidates = (int64_t)jnum(search, "candidates", 0);
+		rep.search.verified = (int64_t)jnum(search, "verified", 0);
+		rep.search.generations = (int64_t)jnum(search, "generations", 0);
+		rep.search.wall_s = jnum(search, "wall_s", 0);
+		rep.search.llm_cost_usd = jnum(llm, "cost_usd", 0);
+		strbuf_addstr(&proposer, "LLM search");
+		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(search, "models"))
+			if (cJSON_IsString(m))
+				strbuf_addf(&proposer, "%s%s", proposer.len == 10 ? " (" : ", ",
+					    m->valuestring);
+		if (proposer.len > 10)
+			strbuf_addch(&proposer, ')');
+		rep.search.proposer = proposer.buf;
+		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "cut_short")))
+			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
+	} else {
+		rep.search.candidates = (int64_t)jnum(tuning, "points_tried", 0);
+		rep.search.verified = (int64_t)jnum(tuning, "verified", 0);
+		rep.search.generations = (int64_t)jnum(tuning, "points_tried", 0);
+		rep.search.generations_label = "template points";
+		rep.search.wall_s = jnum(tuning, "seconds", 0);
+		rep.search.proposer = "built-in templates";
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tuning, "cut_short")))
+			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
+	}
 	rep.history = hist;
 	rep.history_nr = nh;
 	rep.branch = r->branch.buf;
@@ -302,6 +365,7 @@ out:
 	free(hist);
 	strbuf_release(&binding);
 	strbuf_release(&evpath);
+	strbuf_release(&proposer);
 	return rc;
 }
 
@@ -316,8 +380,7 @@ int jrender_review(struct kb_jobs *j, struct runner *r, struct strbuf *out, doub
 	ri.old_speedup = previous;
 	ri.new_speedup = best;
 	ri.url = r->pr_url.len ? r->pr_url.buf : NULL;
-	ri.proposer = "built-in templates";
-	(void)j;
+	ri.proposer = j->cfg->nr_llm_models ? "LLM search" : "built-in templates";
 	return kb_review_body(out, &ri);
 }
 

@@ -112,6 +112,35 @@ static void forget_result(struct kb_jobs *j, int64_t job_id)
 	strbuf_release(&path);
 }
 
+/*
+ * True when the pull request's latest trigger was cancelled at or after
+ * labelled_at: a poll that still sees the label (a `/kernelbot stop` left
+ * it on) must not start the job again; only a new labelling (or
+ * `/kernelbot run`) does. labelled_at is the forge's clock, the
+ * cancellation ours: a label re-added within the skew of the two clocks
+ * may be missed (and re-adding it again starts the job).
+ */
+static bool stopped_since(struct kb_jobs *j, int64_t repo_id, int64_t pr, int64_t labelled_at)
+{
+	sqlite3_stmt *stmt = NULL;
+	bool stopped = false;
+
+	if (labelled_at <= 0)
+		return false;
+	if (sqlite3_prepare_v2(kb_state_db(j->st), "SELECT state, updated_at FROM triggers WHERE"
+			       " repository_id = ? AND pr_number = ? ORDER BY id DESC LIMIT 1", -1,
+			       &stmt, NULL) != SQLITE_OK)
+		return false;
+	sqlite3_bind_int64(stmt, 1, repo_id);
+	sqlite3_bind_int64(stmt, 2, pr);
+	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) &&
+	    !strcmp((const char *)sqlite3_column_text(stmt, 0), "cancelled") &&
+	    sqlite3_column_int64(stmt, 1) >= labelled_at)
+		stopped = true;
+	sqlite3_finalize(stmt);
+	return stopped;
+}
+
 int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t *tid_out)
 {
 	struct jtrigger active = { 0 };
@@ -148,7 +177,10 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 	if (req->actor) {
 		actor = xstrdup(req->actor);
 	} else {
-		rc = kb_forge_label_actor(j->forge, &actor, req->repo, req->pr, j->cfg->bot_label);
+		int64_t labelled_at = 0;
+
+		rc = kb_forge_label_event(j->forge, &actor, &labelled_at, req->repo, req->pr,
+					  j->cfg->bot_label);
 		if (rc == KB_ENOTFOUND) {
 			log_info("%s#%" PRId64 ": nobody added label '%s'; ignored", req->repo, req->pr,
 				 j->cfg->bot_label);
@@ -157,6 +189,12 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 		}
 		if (rc)
 			goto fail;
+		if (!req->rerun && stopped_since(j, repo_id, req->pr, labelled_at)) {
+			log_debug("%s#%" PRId64 ": stopped after it was labelled; waiting for a new "
+				  "label or '/kernelbot run'", req->repo, req->pr);
+			rc = 0;
+			goto out;
+		}
 	}
 	if (kb_forge_permission(j->forge, &perm, req->repo, actor))
 		goto fail;
@@ -261,6 +299,60 @@ out:
 	strvec_clear(&ops);
 	strbuf_release(&notes);
 	return rc;
+}
+
+const char *kb_jobs_parse_command(const char *body)
+{
+	const char *p = body;
+	size_t n;
+
+	if (!p)
+		return NULL;
+	while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+		p++;
+	if (strncmp(p, "/kernelbot", 10))
+		return NULL;
+	p += 10;
+	if (*p != ' ' && *p != '\t')
+		return NULL;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	n = strcspn(p, " \t\r\n");
+	if (n == 4 && !strncmp(p, "stop", 4))
+		return "stop";
+	if (n == 3 && !strncmp(p, "run", 3))
+		return "run";
+	return NULL;
+}
+
+int kb_jobs_command(struct kb_jobs *j, const char *repo, int64_t pr, const char *actor,
+		    const char *command)
+{
+	enum kb_forge_perm perm = KB_PERM_NONE;
+	struct kb_trigger_req req;
+
+	if (!actor || !*actor || !command)
+		return 0;
+	if (!strcmp(command, "run")) {
+		/* on the current head; kb_jobs_trigger checks that actor may */
+		memset(&req, 0, sizeof(req));
+		req.repo = repo;
+		req.pr = pr;
+		req.actor = actor;
+		req.source = "command";
+		req.rerun = true;
+		return kb_jobs_trigger(j, &req, NULL);
+	}
+	if (strcmp(command, "stop"))
+		return 0;
+	if (kb_forge_permission(j->forge, &perm, repo, actor))
+		return -1;
+	if (perm < KB_PERM_WRITE) {
+		log_info("%s#%" PRId64 ": '/kernelbot stop' from '%s', who has %s access, not write;"
+			 " ignored", repo, pr, actor, kb_forge_perm_name(perm));
+		return 0;
+	}
+	return kb_jobs_cancel(j, repo, pr, actor);
 }
 
 int kb_jobs_cancel(struct kb_jobs *j, const char *repo, int64_t pr, const char *actor)

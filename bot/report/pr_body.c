@@ -897,6 +897,15 @@ static void sec_search(struct strbuf *sb, struct body_ctx *c)
 	cells[1] = prop.buf;
 	kb_md_table_row(sb, cells, 2);
 	strbuf_release(&prop);
+	if (s->cut_short_budget_s > 0) {
+		kb_md_fmt_duration(v, sizeof(v), (double)s->cut_short_budget_s);
+		cells[0] = "stopped by";
+		cells[1] = "the time budget";
+		kb_md_table_row(sb, cells, 2);
+		strbuf_addf(sb, "\n**The time budget (%s) cut the search short:** this is the best "
+			    "kernel found by then, verified in full; a longer budget may find a faster "
+			    "one.\n", v);
+	}
 	strbuf_addch(sb, '\n');
 }
 

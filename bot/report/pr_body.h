@@ -69,6 +69,7 @@ struct kb_search_figures {
 	double wall_s;                 /* wall time of the search */
 	double llm_cost_usd;           /* 0: no LLM used */
 	const char *proposer;          /* "built-in templates" or model names; NULL: "built-in templates" */
+	int64_t cut_short_budget_s;    /* > 0: this time budget (seconds) cut the search short */
 };
 
 struct kb_pr_report {

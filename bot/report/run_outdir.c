@@ -173,7 +173,7 @@ out:
 int kb_run_write_dir(const struct kb_run_output *o)
 {
 	struct strbuf sb = STRBUF_INIT, path = STRBUF_INIT;
-	cJSON *ev = NULL, *kb, *kernel;
+	cJSON *ev = NULL, *kb, *kernel, *kj = NULL, *tuning;
 	int rc = -1;
 
 	if (kb_mkdir_p(o->dir, 0755)) {
@@ -182,7 +182,16 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	}
 	if (write_text(o->dir, o->report.kernel_file, o->source, o->source_len))
 		goto out;
-	if (write_json(o->dir, "kernel.json", o->kernel_json))
+	/* tuning.cut_short: whether the time budget stopped the search (the daemon reads it) */
+	kj = cJSON_Duplicate(o->kernel_json, true);
+	if (!kj)
+		die("out of memory");
+	tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
+	if (cJSON_IsObject(tuning)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(tuning, "cut_short");
+		cJSON_AddBoolToObject(tuning, "cut_short", o->report.tuning.cut_short);
+	}
+	if (write_json(o->dir, "kernel.json", kj))
 		goto out;
 
 	/* the evidence names the copy it vouches for (same bytes, same sha256) */
@@ -215,6 +224,7 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	rc = 0;
 out:
 	cJSON_Delete(ev);
+	cJSON_Delete(kj);
 	strbuf_release(&sb);
 	strbuf_release(&path);
 	return rc;

@@ -247,6 +247,10 @@ static void tuning_table(struct strbuf *sb, const struct kb_run_report *r)
 		strbuf_addstr(sb, ")");
 	}
 	strbuf_addstr(sb, ".\n");
+	if (t->cut_short)
+		strbuf_addf(sb, "\n**The time budget cut the search short** after %zu of %zu points: "
+			    "this is the best kernel found by then, not the best the search could find.\n",
+			    t->tried, t->space_size);
 	strbuf_release(&tried);
 	strbuf_release(&verified);
 	strbuf_release(&point);

@@ -32,6 +32,7 @@ struct kb_run_tuning {
 	size_t built, timed, cache_hits; /* this run's work */
 	bool all_cached;                /* nothing built or timed: an earlier run's measurements */
 	bool final_cached;              /* the final verdict came from the cache */
+	bool cut_short;                 /* the time budget stopped the search early (kernel.json: tuning.cut_short) */
 	double seconds;                 /* wall time of the tuning */
 };
 

@@ -1085,6 +1085,11 @@ out:
 	return rc;
 }
 
+static bool past_deadline(const struct tuner *tn)
+{
+	return tn->o->deadline_ms > 0 && kb_now_ms() >= tn->o->deadline_ms;
+}
+
 static int search(struct tuner *tn)
 {
 	struct kb_tune_result *res = tn->res;
@@ -1110,13 +1115,29 @@ static int search(struct tuner *tn)
 				 sp->nr, res->space_size, tn->search.max_points);
 	best = -1;
 	while ((n = kb_search_next(&tn->search, best < 0 ? SIZE_MAX : res->points[best].index, batch))) {
+		/* with a deadline, a batch goes in chunks so that the deadline is seen between them */
+		size_t chunk = n;
+
+		if (tn->o->deadline_ms)
+			chunk = tn->vf->build.jobs > 0 ? (size_t)tn->vf->build.jobs : 1;
+
 		if (tn->search.round > 1)
 			kb_progress_note(tn->pg, "refine round %zu: %zu neighbour%s of %s", tn->search.round - 1,
 					 n, n == 1 ? "" : "s", res->points[best].name);
-		rc = evaluate_batch(tn, batch, n);
-		if (rc)
-			goto out;
-		best = best_point(res, NULL);
+		for (size_t off = 0; off < n; off += chunk) {
+			if (best >= 0 && past_deadline(tn)) {
+				res->cut_short = true;
+				kb_progress_note(tn->pg, "time budget reached after %zu point%s: the search stops, "
+						 "the best so far (%s) gets its final check", res->nr_points,
+						 res->nr_points == 1 ? "" : "s", res->points[best].name);
+				rc = 0;
+				goto out;
+			}
+			rc = evaluate_batch(tn, batch + off, n - off < chunk ? n - off : chunk);
+			if (rc)
+				goto out;
+			best = best_point(res, NULL);
+		}
 	}
 	rc = 0;
 out:

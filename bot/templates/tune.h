@@ -156,6 +156,16 @@ struct kb_tune_opts {
 	enum kb_backend backend; /* cuda or cpu, resolved */
 	int64_t seeds;          /* the final check's; 0: [harness] seeds */
 	struct kb_progress *progress; /* may be NULL */
+	/*
+	 * kb_now_ms() after which no new point is evaluated (0: none). The
+	 * search goes on in chunks of [build] jobs points; once the deadline
+	 * has passed and a point has verified, it stops, and the best point
+	 * so far gets its final check (which runs past the deadline: the
+	 * caller leaves time for it) with res->cut_short set. Before any
+	 * point has verified the search goes on: there is nothing to finish
+	 * with yet.
+	 */
+	int64_t deadline_ms;
 };
 
 struct kb_tune_result {
@@ -179,6 +189,7 @@ struct kb_tune_result {
 	cJSON *forward_evidence; /* pass backward: the forward pass checked too (fresh, no timing) */
 	bool final_cached;      /* the final evidence came from the cache */
 	bool all_cached;        /* nothing was built or timed */
+	bool cut_short;         /* the deadline stopped the search before it ran its course */
 	double seconds;         /* wall time of kb_tune */
 };
 

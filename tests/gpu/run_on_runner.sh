@@ -3,21 +3,21 @@
 # build/ (kernelbot, include/dlpack, gpu-libs/ from `make gpu-bundle`) but
 # not the build's packages:
 #
-#   sh tests/gpu/run_on_runner.sh
+#   sh tests/gpu/run_on_runner.sh [STEP ...]
+#
+# STEPs, in the order given (default: test-gpu bench-eval): test-gpu,
+# bench-eval, bench-templates, bench-search. One device call holds at most
+# 10 minutes, so a session splits them over calls.
 #
 # 1. puts on LD_LIBRARY_PATH those of build/gpu-libs the runner lacks
 #    (all of them if the binary still does not start), checks
 #    `kernelbot --version`, nvcc, torch and the GPU;
-# 2. make test-gpu's suite (tests/run_gpu.sh), evidence kept;
-# 3. make bench-eval (bench/eval/run.sh), reusing test-gpu's evidence for
-#    the kernels that must be rejected (no second hang and crash), told to
-#    start nothing new after 240 s;
-# 4. prints test-gpu's summary and bench-eval's tables last.
-# Each step has a time limit (240 s, 300 s) so the whole stays under 10 min.
-# BENCH_EVAL_ARGS: extra arguments for bench/eval/bench_eval.py.
-# Logs and evidence go to $OUT (default build/gpu-out): test-gpu.log,
-# test-gpu-evidence.tar.gz, bench-eval.log, bench-eval-report.txt,
-# bench-eval-evidence.tar.gz. Exit: 0 when both passed, else 1 (2: not runnable).
+# 2. each step with its own time limit (STEP_LIMIT_<step> seconds, with
+#    defaults below), its log in $OUT/<step>.log;
+# 3. prints every step's summary last.
+# BENCH_EVAL_ARGS, BENCH_TEMPLATES_ARGS, BENCH_SEARCH_ARGS: extra arguments.
+# Logs, reports and evidence go to $OUT (default build/gpu-out).
+# Exit: 0 when every step passed, else 1 (2: not runnable).
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 2
@@ -57,33 +57,58 @@ say "$v; nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || e
 py=$(sh tests/find_python.sh --torch-only)
 say "python ${py:-NONE}: $("${py:-false}" -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "python", sys.version.split()[0])' 2>&1 | tail -n 1); $(nproc) cores"
 
-# --- 2. test-gpu
+# --- 2. the steps
+[ $# -gt 0 ] || set -- test-gpu bench-eval
 ev=$(mktemp -d "${TMPDIR:-/tmp}/kb-gpu-evidence.XXXXXX")
-say "test-gpu ..."
-KB_GPU_EVIDENCE="$ev/test-gpu" timeout -k 10 240 sh tests/run_gpu.sh >"$OUT/test-gpu.log" 2>&1
-rc_test=$?
-say "test-gpu exit $rc_test"
-tar czf "$OUT/test-gpu-evidence.tar.gz" -C "$ev" --exclude=state test-gpu 2>/dev/null
-
-# --- 3. bench-eval
-say "bench-eval ..."
-KB_REJECT_EVIDENCE="$ev/test-gpu" timeout -k 10 300 sh bench/eval/run.sh --deadline 240 ${BENCH_EVAL_ARGS:-} >"$OUT/bench-eval.log" 2>&1
-rc_bench=$?
-say "bench-eval exit $rc_bench"
+failed=0
+summaries=""
+run_step() {
+	step=$1 limit=$2
+	shift 2
+	say "$step (limit ${limit}s) ..."
+	timeout -k 10 "$limit" "$@" >"$OUT/$step.log" 2>&1
+	rc=$?
+	say "$step exit $rc"
+	[ $rc -eq 0 ] || failed=1
+	summaries="$summaries $step:$rc"
+}
+for step in "$@"; do
+	case "$step" in
+	test-gpu)
+		KB_GPU_EVIDENCE="$ev/test-gpu" run_step test-gpu "${STEP_LIMIT_test_gpu:-300}" sh tests/run_gpu.sh
+		tar czf "$OUT/test-gpu-evidence.tar.gz" -C "$ev" --exclude=state test-gpu 2>/dev/null ;;
+	bench-eval)
+		KB_REJECT_EVIDENCE="$ev/test-gpu" run_step bench-eval "${STEP_LIMIT_bench_eval:-300}" \
+			sh bench/eval/run.sh --deadline 240 ${BENCH_EVAL_ARGS:-} ;;
+	bench-templates)
+		run_step bench-templates "${STEP_LIMIT_bench_templates:-330}" \
+			sh bench/templates/run.sh --deadline 280 ${BENCH_TEMPLATES_ARGS:-} ;;
+	bench-search)
+		run_step bench-search "${STEP_LIMIT_bench_search:-300}" \
+			sh bench/search/run.sh --deadline 240 ${BENCH_SEARCH_ARGS:-} ;;
+	*)
+		echo "run_on_runner: unknown step '$step'" >&2
+		failed=1 ;;
+	esac
+done
 rm -rf "$ev"
 
-# --- 4. the two tables, last
-echo
-echo "================ test-gpu (exit $rc_test) ================"
-sed -n '/short test summary/,$p' "$OUT/test-gpu.log" | grep -v '^SKIPPED' | tail -n 40
-grep -q 'short test summary' "$OUT/test-gpu.log" || tail -n 40 "$OUT/test-gpu.log"
-echo
-echo "================ bench-eval (exit $rc_bench) ================"
-if [ -s "$OUT/bench-eval-report.txt" ]; then
-	cat "$OUT/bench-eval-report.txt"
-else
-	tail -n 60 "$OUT/bench-eval.log"
-fi
+# --- 3. summaries, last
+for s in $summaries; do
+	step=${s%%:*}
+	echo
+	echo "================ $step (exit ${s#*:}) ================"
+	case "$step" in
+	test-gpu)
+		sed -n '/short test summary/,$p' "$OUT/test-gpu.log" | grep -v '^SKIPPED' | tail -n 40
+		grep -q 'short test summary' "$OUT/test-gpu.log" || tail -n 40 "$OUT/test-gpu.log" ;;
+	*)
+		if [ -s "$OUT/$step-report.txt" ]; then
+			cat "$OUT/$step-report.txt"
+		else
+			tail -n 80 "$OUT/$step.log"
+		fi ;;
+	esac
+done
 say "done"
-[ $rc_test -eq 0 ] && [ $rc_bench -eq 0 ] && exit 0
-exit 1
+exit $failed

@@ -17,6 +17,17 @@ tuning kept small. Covered:
 - webhooks: a bad or missing signature refused with nothing stored, ping,
   a duplicate delivery ignored, `/kernelbot stop` from a writer cancelling
   a running job (its child killed);
+- the same commands read by polling the repository's comments (GitHub and
+  the local forge): a reader's ignored, a writer's stop cancels and the
+  still-labelled pull request is not started again, `/kernelbot run`
+  re-runs, each command acted on once, a quiet repository one 304 a cycle;
+- a time budget that ends mid-search: the best kernel so far is published
+  and the pull request says the budget cut the search short;
+- [bot] max_jobs = 2: two operators of one pull request searched at the
+  same time, two pull requests, one progress comment;
+- the bot as a GitHub App: JWT, installation tokens (one expired mid-job
+  and renewed, the push made with the new one), a check run with the
+  summary and no commit status;
 - `kernelbot action` with a real event payload: GITHUB_OUTPUT and the
   step summary;
 - the local forge demo (examples/demo-bot.sh) end to end.
@@ -92,10 +103,30 @@ def wait_for(what, pred, timeout=120, interval=0.2):
     raise AssertionError("timed out waiting for " + what)
 
 
-class World:
-    """A git server with acme/ops, the simulator seeded with the pull request."""
+APP_ID = 4242
 
-    def __init__(self, tmp, labeled_by="alice", private=True):
+
+def app_keys(tmp):
+    """An RSA key pair for the GitHub App (openssl): (private, public) paths."""
+    key, pub = str(tmp / "app.pem"), str(tmp / "app.pub")
+    subprocess.run(["openssl", "genrsa", "-out", key, "2048"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["openssl", "rsa", "-in", key, "-pubout", "-out", pub], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return key, pub
+
+
+class World:
+    """A git server with acme/ops, the simulator seeded with the pull request.
+
+    extra_ops: more operators in the pull request, (file in tests/operators,
+    path in the repository). app: (private key, public key) paths: the
+    simulator is a GitHub App's world, and the git server takes the latest
+    installation token the simulator handed out (its user file is read on
+    every request), so a stale token fails a push as it would on GitHub.
+    """
+
+    def __init__(self, tmp, labeled_by="alice", private=True, extra_ops=(), app=None):
         self.tmp = tmp
         self.work = str(tmp / "work")
         os.makedirs(self.work)
@@ -113,6 +144,11 @@ class World:
             f.write(src)
         with open(os.path.join(self.work, "ops", "notes.py"), "w") as f:
             f.write("# not an operator\n")
+        for src, dst in extra_ops:
+            with open(os.path.join(TOP, "tests", "operators", src)) as f:
+                text = f.read()
+            with open(os.path.join(self.work, dst), "w") as f:
+                f.write(text)
         git("add", "-A", cwd=self.work)
         git("commit", "-q", "-m", "add relu", cwd=self.work)
         self.head_sha = git("rev-parse", "HEAD", cwd=self.work)
@@ -131,31 +167,52 @@ class World:
         self.git_url = self.gitsrv.stdout.readline().strip()
         assert self.git_url.startswith("http://127.0.0.1:"), self.gitsrv.stderr.read()
 
-        self.sim = GitHubSim(tokens=(TOKEN + ":kernelbot",)).start()
+        self.app = app
+        if app:
+            self.sim = GitHubSim(tokens=(TOKEN + ":kernelbot",), app_id=APP_ID,
+                                 app_key_pub=app[1]).start()
+            users = str(tmp / "gitconf" / "users")
+
+            def accept(token, expires_at):
+                with open(users + ".tmp", "w") as f:
+                    f.write("x-access-token:%s\n" % token)
+                os.replace(users + ".tmp", users)
+            self.sim.on_installation_token(accept)
+        else:
+            self.sim = GitHubSim(tokens=(TOKEN + ":kernelbot",)).start()
         self.sim.add_repo(REPO, collaborators={"alice": "write", "mallory": "read"})
         self.sim.add_pull(REPO, number=1, title="Add relu", user="alice",
                           head={"ref": "feature", "sha": self.head_sha},
-                          base={"ref": "main"}, files=[OP, "ops/notes.py"],
+                          base={"ref": "main"},
+                          files=[OP, "ops/notes.py"] + [dst for _, dst in extra_ops],
                           labels=["optimize-kernel"] if labeled_by else [],
                           labeled_by=labeled_by)
         self.state = str(tmp / "state")
         self.daemons = []
 
-    def config(self, name="bot.ini", poll=1, webhook=False, token=True, slow=False):
+    def config(self, name="bot.ini", poll=1, webhook=False, token=True, slow=False,
+               budget=600, max_jobs=1, points=2, build_jobs=0):
         path = str(self.tmp / name)
         with open(path, "w") as f:
             f.write("[core]\nstate_dir = %s\nlog_level = debug\n" % self.state)
             f.write("[harness]\npython = %s\nbackend = cpu\nseeds = 1\nmax_configs = 2\n"
                     "timeout_s = 120\n" % sys.executable)
+            if build_jobs:
+                f.write("build_jobs = %d\n" % build_jobs)
             f.write("[bench]\nwarmup = 1\nmin_time_ms = %d\nmax_reps = %d\nbaselines = eager\n"
                     % ((1500, 100000) if slow else (5, 20)))
-            f.write("[templates]\nmax_points = 2\nexhaustive_limit = 2\nrefine_rounds = 0\n")
-            f.write("[github]\napi_url = %s\ntoken = %s\nwebhook_secret = ${KB_E2E_SECRET}\n"
-                    % (self.sim.url, "${KB_E2E_TOKEN}" if token else ""))
+            f.write("[templates]\nmax_points = %d\nexhaustive_limit = %d\nrefine_rounds = 0\n"
+                    % (points, points))
+            if self.app:
+                f.write("[github]\napi_url = %s\napp_id = %d\nprivate_key_file = %s\n"
+                        "webhook_secret = ${KB_E2E_SECRET}\n" % (self.sim.url, APP_ID, self.app[0]))
+            else:
+                f.write("[github]\napi_url = %s\ntoken = %s\nwebhook_secret = ${KB_E2E_SECRET}\n"
+                        % (self.sim.url, "${KB_E2E_TOKEN}" if token else ""))
             f.write("[bot]\nforge = github\nrepositories = %s\npoll_interval_s = %d\n"
                     "progress_interval_s = 0\nmin_speedup = 0\ngit_url = %s\n"
-                    "author_email = %s\ntime_budget_s = 600\n"
-                    % (REPO, poll, self.git_url, BOT_EMAIL))
+                    "author_email = %s\ntime_budget_s = %d\nmax_jobs = %d\n"
+                    % (REPO, poll, self.git_url, BOT_EMAIL, budget, max_jobs))
             if webhook:
                 f.write("webhook_listen = 127.0.0.1:0\n")
         return path
@@ -463,6 +520,189 @@ def test_webhooks_signature_duplicates_and_stop(tmp_path):
 
 
 @needs_gitserver
+def test_polled_slash_commands(world):
+    """No webhook: the daemon reads `/kernelbot stop|run` by polling the
+    repository's comments, conditionally, only while something may listen."""
+    w = world
+    p = w.daemon(w.config(poll=1, slow=True))
+    wait_for("the search to start", lambda: w.db("SELECT 1 FROM jobs WHERE stage = 'search'"))
+    kids = wait_for("the run child", lambda: children_of(p.pid), timeout=30)
+    # a reader's stop: read, checked, ignored
+    w.sim.comment(REPO, 1, "mallory", "/kernelbot stop")
+    wait_for("the reader's stop to be read", lambda: "'/kernelbot stop' from 'mallory'"
+             in w.log(), timeout=30)
+    wait_for("it to be handled", lambda: w.db(
+        "SELECT count(*) FROM webhook_events WHERE handled_at IS NULL") == [(0,)])
+    assert w.db("SELECT state FROM jobs") == [("running",)]
+    # a writer's stop cancels the job and kills its search
+    w.sim.comment(REPO, 1, "alice", "/kernelbot stop\nplease")
+    wait_for("the job to be cancelled", lambda: w.db(
+        "SELECT state FROM jobs") == [("cancelled",)], timeout=60)
+    wait_for("the search to stop", lambda: not any(alive(k) for k in kids), timeout=30)
+    assert w.db("SELECT state, source, actor FROM triggers") == [("cancelled", "poll", "alice")]
+    # the label is still on: later polls must not start it again
+    time.sleep(3.5)
+    assert w.db("SELECT count(*) FROM triggers") == [(1,)]
+    assert w.db("SELECT state FROM jobs") == [("cancelled",)]
+    comments = w.progress_comments()
+    assert len(comments) == 1 and "cancelled" in comments[0]["body"]
+    # the comments were read with since= and conditionally; a quiet repository stays a 304
+    reads = [r for r in w.sim.requests() if r["path"] == "/repos/%s/issues/comments" % REPO]
+    assert reads and all("since=" in r["query"] and "sort=updated" in r["query"] for r in reads)
+    before = len(w.sim.requests())
+    time.sleep(2.5)
+    quiet = w.sim.requests()[before:]
+    assert quiet and all(r["status"] == 304 and r["path"] == "/repos/%s/issues" % REPO
+                         for r in quiet), [(r["path"], r["status"]) for r in quiet]
+    # '/kernelbot run' from a writer re-runs it
+    w.sim.comment(REPO, 1, "alice", "/kernelbot run")
+    wait_for("the re-run to start", lambda: w.db(
+        "SELECT state, stage FROM jobs") == [("running", "search")], timeout=60)
+    assert w.db("SELECT state, source, actor FROM triggers ORDER BY id") == [
+        ("cancelled", "poll", "alice"), ("active", "command", "alice")]
+    # each command acted on once, however many polls saw it
+    assert w.log().count("'/kernelbot stop' from 'alice'") == 1
+    assert w.log().count("'/kernelbot run' from 'alice'") == 1
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == 0
+    assert w.db("SELECT state FROM jobs") == [("running",)]
+    assert len(w.progress_comments()) == 1
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@needs_gitserver
+def test_tiny_budget_publishes_the_best_so_far(world):
+    """A budget that ends mid-search: the child stops trying points, gives
+    its best one the final check, and the bot opens the pull request, which
+    says the budget cut the search short."""
+    w = world
+    for bad in ("0", "-3", "soon"):
+        p = subprocess.run([KB, "run", "--time-budget", bad, os.path.join(TOP, "tests",
+                            "operators", "kb_relu.py")], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 2 and "--time-budget '%s'" % bad in p.stderr, p.stderr
+    # six points in chunks of two: the budget (1 s) ends after the first chunk
+    p = w.daemon(w.config(budget=1, points=6, build_jobs=2), "--until-idle")
+    assert p.wait(240) == 0, w.log()
+    assert w.db("SELECT state FROM jobs") == [("done",)]
+    pr = check_published(w)
+    assert "The time budget (1s) cut the search short" in pr["body"], pr["body"]
+    kj = json.loads(git("--git-dir", w.bare, "show", "%s:kernelbot/%s/kernel.json"
+                        % (BRANCH, SLUG)))
+    assert kj["tuning"]["cut_short"] is True
+    assert 1 <= kj["tuning"]["points_tried"] < kj["template"]["space_size"]
+    assert kj["verdict"] == "verified"
+    report = git("--git-dir", w.bare, "show", "%s:kernelbot/%s/report.md" % (BRANCH, SLUG))
+    assert "time budget cut the search short" in report
+    with open(os.path.join(w.state, "jobs", "1", "run.log")) as f:
+        run_log = f.read()
+    assert "time budget reached" in run_log and "[final check] verified" in run_log
+    assert "--time-budget 1 " in w.log() or "time budget" in run_log
+    comment = check_progress_and_labels(w)
+    assert "time budget" in comment["body"]
+
+
+@needs_gitserver
+def test_two_jobs_at_once(tmp_path):
+    """[bot] max_jobs = 2 and two operators in one labelled pull request:
+    both searches run at the same time, both pull requests open, one
+    progress comment."""
+    w = World(tmp_path, extra_ops=[("kb_softmax.py", "ops/kb_softmax.py")])
+    try:
+        p = w.daemon(w.config(max_jobs=2), "--until-idle")
+        most, seen_both = 0, None
+        end = time.time() + 300
+        while p.poll() is None and time.time() < end:
+            runs = [k for k in children_of(p.pid)
+                    if alive(k) and " run " in cmdline(k) and "--progress-file" in cmdline(k)]
+            if len(runs) >= 2 and seen_both is None:
+                seen_both = sorted(cmdline(k).split()[-1] for k in runs)
+            most = max(most, len(runs))
+            time.sleep(0.05)
+        assert p.wait(10) == 0, w.log()
+        assert most == 2, "never two searches at once (most %d)" % most
+        assert [os.path.basename(x) for x in seen_both] == ["kb_relu.py", "kb_softmax.py"]
+        assert sorted(w.db("SELECT operator, state FROM jobs")) == [
+            (OP, "done"), ("ops/kb_softmax.py", "done")]
+        prs = w.bot_prs()
+        assert sorted(pr["pr"]["head"]["ref"] for pr in prs) == [
+            "kernelbot/pr-1/kb_relu", "kernelbot/pr-1/kb_softmax"]
+        assert all(pr["pr"]["base"]["ref"] == "feature" for pr in prs)
+        for slug in ("kb_relu", "kb_softmax"):
+            files = git("--git-dir", w.bare, "ls-tree", "-r", "--name-only",
+                        "kernelbot/pr-1/" + slug).split("\n")
+            assert "kernelbot/%s/evidence.json" % slug in files
+        opened = [r for r in w.sim.requests()
+                  if r["method"] == "POST" and r["path"] == "/repos/%s/pulls" % REPO]
+        assert len(opened) == 2
+        # one progress comment for both jobs, no review posted twice
+        comment = check_progress_and_labels(w)
+        assert "kb_relu" in comment["body"] and "kb_softmax" in comment["body"]
+        reviews = [rv["body"] for rv in w.repo_state()["reviews"].values()]
+        assert len(reviews) == len(set(reviews))
+        statuses = w.repo_state()["statuses"]
+        for slug in ("kb_relu", "kb_softmax"):
+            mine = [st["state"] for st in statuses if st["context"] == "kernelbot / " + slug]
+            assert mine and mine[-1] == "success", statuses
+    finally:
+        w.close()
+
+
+@needs_gitserver
+def test_github_app_check_run_and_token_renewal(tmp_path):
+    """The bot as a GitHub App: RS256 JWT -> installation token -> a check
+    run (never a commit status) with the summary; the simulator stops taking
+    the installation token mid-job and the bot renews it (its pushes use the
+    new one)."""
+    w = World(tmp_path, app=app_keys(tmp_path))
+    try:
+        p = w.daemon(w.config())
+        wait_for("the search to start", lambda: w.db(
+            "SELECT 1 FROM jobs WHERE stage = 'search'"), timeout=120)
+        # the next poll (a second away) is refused and renews the token, long
+        # before the search ends and the branch is pushed
+        assert w.sim.expire_tokens() >= 1
+        wait_for("the job to finish", lambda: w.db("SELECT state FROM jobs") == [("done",)],
+                 timeout=180)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0, w.log()
+        check_published(w)
+        st = w.repo_state()
+        assert st["statuses"] == []
+        runs = list(st["check_runs"].values())
+        assert len(runs) == 1, runs                     # created once, then updated
+        cr = runs[0]
+        assert cr["name"] == "kernelbot / " + SLUG and cr["head_sha"] == w.head_sha
+        assert cr["status"] == "completed" and cr["conclusion"] in ("success", "neutral")
+        out = cr["output"]
+        assert out["title"].startswith("kb_relu"), out
+        assert out["summary"].startswith("**kernelbot** finished `ops/kb_relu.py`"), out
+        assert "pull request" in out["summary"] and "| " in out["summary"], out
+        reqs = w.sim.requests()
+        made = [r for r in reqs if r["method"] == "POST" and r["path"] == "/repos/%s/check-runs" % REPO]
+        edits = [r for r in reqs if r["method"] == "PATCH" and "/check-runs/" in r["path"]]
+        assert len(made) == 1 and edits
+        # every call with App credentials: the JWT for /app, tokens elsewhere, never the PAT
+        kinds = {r.get("token_kind") for r in reqs if r["status"] != 401}
+        assert kinds == {"app", "installation"}, kinds
+        assert all(r.get("token_kind") == "app" for r in reqs if r["path"].startswith("/app"))
+        tokens = [r for r in reqs if r["path"] == "/app/installations/1/access_tokens"]
+        assert len(tokens) >= 2 and all(r["status"] == 201 for r in tokens)
+        assert any(r["status"] == 401 for r in reqs)    # the expired token, refused once
+        comments = w.progress_comments()
+        assert len(comments) == 1 and comments[0]["user"] == "kernelbot[bot]"
+    finally:
+        w.close()
+
+
+@needs_gitserver
 def test_action_entry_point(world):
     event = world.tmp / "event.json"
     event.write_text(json.dumps(world.sim.payload(
@@ -501,6 +741,94 @@ def test_action_entry_point(world):
     assert p.returncode == 0, p.stderr
     assert "pr-url<<ghadelimiter_" in out.read_text()
     assert len(world.bot_prs()) == 1
+
+
+def test_local_forge_polled_commands(tmp_path):
+    """The local forge: `/kernelbot stop|run` comments (records under the
+    state dir) reach the daemon by polling, the same way as on GitHub."""
+    work, bare, state = str(tmp_path / "work"), str(tmp_path / "ops.git"), str(tmp_path / "state")
+    os.makedirs(os.path.join(work, "ops"))
+    git("init", "-q", cwd=work)
+    with open(os.path.join(work, "README.md"), "w") as f:
+        f.write("# ops\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "start", cwd=work)
+    git("checkout", "-q", "-b", "feature", cwd=work)
+    with open(os.path.join(TOP, "tests", "operators", "kb_relu.py")) as f:
+        src = f.read()
+    with open(os.path.join(work, OP), "w") as f:
+        f.write(src)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "add relu", cwd=work)
+    git("init", "-q", "--bare", bare)
+    git("push", "-q", bare, "main", "feature", cwd=work)
+    cfg = str(tmp_path / "bot.ini")
+    with open(cfg, "w") as f:
+        f.write("[core]\nstate_dir = %s\nlog_level = debug\n" % state)
+        f.write("[harness]\npython = %s\nbackend = cpu\nseeds = 1\nmax_configs = 2\n"
+                % sys.executable)
+        f.write("[bench]\nwarmup = 1\nmin_time_ms = 1500\nmax_reps = 100000\n"
+                "baselines = eager\n")
+        f.write("[templates]\nmax_points = 2\nexhaustive_limit = 2\nrefine_rounds = 0\n")
+        f.write("[bot]\nforge = local\nrepositories = %s\npoll_interval_s = 1\n"
+                "progress_interval_s = 0\nmin_speedup = 0\n" % REPO)
+
+    def lk(*args):
+        p = subprocess.run([KB, "local", "-c", cfg, *args], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    def db(sql):
+        con = sqlite3.connect(os.path.join(state, "kernelbot.db"), timeout=10)
+        try:
+            return con.execute(sql).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            con.close()
+
+    lk("add-repo", REPO, bare)
+    lk("permit", REPO, "alice", "write")
+    lk("permit", REPO, "mallory", "read")
+    pr = lk("--as", "alice", "open-pr", REPO, "feature", "main", "Add relu")
+    assert pr == "1"
+    lk("--as", "alice", "label", REPO, pr, "optimize-kernel")
+    log_path = str(tmp_path / "daemon.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen([KB, "daemon", "-c", cfg], stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+
+    def log():
+        with open(log_path) as f:
+            return f.read()
+    try:
+        wait_for("the search to start", lambda: db("SELECT 1 FROM jobs WHERE stage = 'search'"))
+        kids = wait_for("the run child", lambda: children_of(p.pid), timeout=30)
+        lk("--as", "mallory", "comment", REPO, pr, "/kernelbot stop")
+        wait_for("the reader's stop", lambda: "'mallory', who has read access" in log(),
+                 timeout=30)
+        assert db("SELECT state FROM jobs") == [("running",)]
+        lk("--as", "alice", "comment", REPO, pr, "/kernelbot stop")
+        wait_for("the job to be cancelled", lambda: db("SELECT state FROM jobs") ==
+                 [("cancelled",)], timeout=60)
+        wait_for("the search to stop", lambda: not any(alive(k) for k in kids), timeout=30)
+        time.sleep(3)     # still labelled: polls must not start it again
+        assert db("SELECT state, source FROM triggers") == [("cancelled", "poll")]
+        lk("--as", "alice", "comment", REPO, pr, "/kernelbot run")
+        wait_for("the re-run", lambda: db("SELECT state, stage FROM jobs") ==
+                 [("running", "search")], timeout=60)
+        assert db("SELECT state, source, actor FROM triggers ORDER BY id") == [
+            ("cancelled", "poll", "alice"), ("active", "command", "alice")]
+        with open(lk("show", REPO, pr)) as f:
+            md = f.read()
+        assert md.count("<!-- kernelbot:progress pr=1 -->") == 1
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == 0, log()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
 
 
 def test_local_forge_demo(tmp_path):

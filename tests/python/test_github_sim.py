@@ -323,6 +323,73 @@ def test_issue_comments_create_list_edit(sim):
     assert state["comments"][str(c["id"])]["body"].endswith("done")
 
 
+def test_repository_comments_since_sort_etag_and_link(sim):
+    # comments on two issues, a minute apart on the simulator's clock
+    sim.add_issues(REPO, title="plain")
+    ids = []
+    for i, (n, who) in enumerate([(1, "alice"), (2, "carol"), (1, "alice"), (2, "alice")]):
+        sim.set_clock(60 * i)
+        ids.append(sim.comment(REPO, n, who, "c%d" % i))
+    base = "/repos/%s/issues/comments" % REPO
+    st, _, cs = sim.api("GET", base)
+    assert st == 200 and [c["id"] for c in cs] == ids          # default: oldest first
+    assert cs[1]["issue_url"].endswith("/repos/%s/issues/2" % REPO)
+    _, _, cs = sim.api("GET", base + "?sort=updated&direction=desc")
+    assert [c["id"] for c in cs] == ids[::-1]
+    since = cs[1]["updated_at"]                                  # inclusive, as GitHub
+    _, _, cs = sim.api("GET", base + "?sort=updated&direction=desc&since=" + since)
+    assert [c["id"] for c in cs] == [ids[3], ids[2]]
+    # an edit moves a comment to the front of sort=updated
+    sim.set_clock(600)
+    sim.api("PATCH", "%s/%d" % (base, ids[0]), {"body": "edited"})
+    _, h, cs = sim.api("GET", base + "?sort=updated&direction=desc&since=" + since)
+    assert [c["id"] for c in cs] == [ids[0], ids[3], ids[2]]
+    # conditional: a 304 until a comment comes, free of quota
+    etag, left = h["etag"], int(h["x-ratelimit-remaining"])
+    path = base + "?sort=updated&direction=desc&since=" + since
+    st, h, _ = sim.api("GET", path, headers={"If-None-Match": etag})
+    assert st == 304 and int(h["x-ratelimit-remaining"]) == left
+    # a comment updates its issue, so the labelled-issues list changes too
+    _, h, _ = sim.api("GET", "/repos/%s/issues?labels=optimize-kernel" % REPO)
+    list_etag = h["etag"]
+    sim.set_clock(660)
+    sim.comment(REPO, 1, "alice", "/kernelbot stop")
+    st, _, _ = sim.api("GET", path, headers={"If-None-Match": etag})
+    assert st == 200
+    st, _, issues = sim.api("GET", "/repos/%s/issues?labels=optimize-kernel" % REPO,
+                            headers={"If-None-Match": list_etag})
+    assert st == 200 and issues[0]["comments"] == 3
+    # pages by Link (by repository id), newest first across pages
+    _, h, cs = sim.api("GET", base + "?sort=updated&direction=desc&per_page=2")
+    rels = links(h)
+    assert len(cs) == 2 and "/repositories/" in rels["next"]
+    _, _, cs2 = sim.api("GET", rels["next"][len(sim.url):])
+    assert len(cs2) == 2 and cs2[0]["updated_at"] <= cs[-1]["updated_at"]
+    assert sim.api("GET", base + "?sort=bogus")[0] == 422
+
+
+def test_expired_installation_tokens_and_the_token_hook(sim, app_keys):
+    key, pub, _ = app_keys
+    with open(pub) as f:
+        sim.set_app(4242, f.read())
+    seen = []
+    sim.on_installation_token(lambda tok, exp: seen.append((tok, exp)))
+    now = int(time.time())
+    jwt = make_jwt(key, {"iat": now - 60, "exp": now + 540, "iss": 4242})
+    _, _, tok = sim.api("POST", "/app/installations/1/access_tokens", token=jwt,
+                        scheme="Bearer")
+    assert [t for t, _ in seen] == [tok["token"]] and seen[0][1] > now + 3500
+    assert sim.api("GET", "/repos/" + REPO, token=tok["token"])[0] == 200
+    assert sim.expire_tokens() == 1
+    st, _, err = sim.api("GET", "/repos/" + REPO, token=tok["token"])
+    assert st == 401 and err["message"] == "Bad credentials"
+    assert sim.api("GET", "/repos/" + REPO)[0] == 200          # a --token PAT never expires
+    _, _, tok2 = sim.api("POST", "/app/installations/1/access_tokens", token=jwt,
+                         scheme="Bearer")
+    assert tok2["token"] != tok["token"] and len(seen) == 2
+    assert sim.api("GET", "/repos/" + REPO, token=tok2["token"])[0] == 200
+
+
 def test_reviews_and_review_comments(sim):
     st, _, rv = sim.api("POST", "/repos/%s/pulls/1/reviews" % REPO, {
         "event": "COMMENT", "body": "new best: 2.1x", "commit_id": "a" * 40,

@@ -163,6 +163,19 @@ class GitHubSim:
         return self.control("POST", "tokens", dict(kw, token=token, login=login, kind=kind,
                                                    installation_id=installation_id))
 
+    def expire_tokens(self, kind="installation", token=None):
+        """Make tokens expire now: the next call with one gets 401."""
+        body = {"kind": kind} if token is None else {"token": token}
+        return self.control("POST", "tokens/expire", body)["expired"]
+
+    def on_installation_token(self, fn):
+        """In-process only: fn(token, expires_at) is called for each new
+        installation token before it is handed out (a test's git server can
+        then accept it)."""
+        if self.core is None:
+            raise RuntimeError("on_installation_token needs an in-process simulator")
+        self.core.api.on_installation_token = fn
+
     def set_ratelimit(self, token, **kw):
         return self.control("POST", "ratelimit", dict(kw, token=token))
 

@@ -22,6 +22,7 @@ class Api(IssuesMixin, PullsMixin, ChecksMixin):
         self.store = store
         self.app_holder = app_holder    # callable -> AppKey or None
         self.token_ttl = token_ttl
+        self.on_installation_token = None   # in-process hook: fn(token, expires_at)
         self.routes = []
         R = r"/repos/(?P<o>[^/]+)/(?P<r>[^/]+)"
         N = r"(?P<n>\d+)"
@@ -32,6 +33,7 @@ class Api(IssuesMixin, PullsMixin, ChecksMixin):
                 ("GET", R + "/issues/" + N + "/events", self.list_events),
                 ("GET", R + "/issues/" + N + "/comments", self.list_comments),
                 ("POST", R + "/issues/" + N + "/comments", self.create_comment),
+                ("GET", R + "/issues/comments", self.list_repo_comments),
                 ("GET", R + r"/issues/comments/(?P<id>\d+)", self.get_comment),
                 ("PATCH", R + r"/issues/comments/(?P<id>\d+)", self.update_comment),
                 ("DELETE", R + r"/issues/comments/(?P<id>\d+)", self.delete_comment),

@@ -184,6 +184,8 @@ class ChecksMixin:
         token = "ghs_" + "".join(secrets.choice(alphabet) for _ in range(36))
         expires = int(self.store.now()) + self.token_ttl
         self.store.add_token(token, app.slug + "[bot]", "installation", inst, expires)
+        if self.on_installation_token:
+            self.on_installation_token(token, expires)
         return Resp(201, {"token": token, "expires_at": self.store.iso(expires),
                           "permissions": S.INSTALL_PERMISSIONS,
                           "repository_selection": "selected"})

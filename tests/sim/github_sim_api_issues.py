@@ -124,6 +124,26 @@ class IssuesMixin:
         resp.body = [S.comment_json(req.base, self.store, r, c) for c in resp.body]
         return resp
 
+    def list_repo_comments(self, req, g):
+        """Every comment of the repository: `since` (updated at or after),
+        `sort` created/updated, `direction` asc/desc (GitHub ignores it
+        without `sort`); by id, oldest first, by default."""
+        r = self.repo(req, g)
+        since = req.q("since")
+        sort = req.q("sort")
+        if sort not in (None, "created", "updated"):
+            raise invalid("sort must be created or updated")
+        direction = req.q("direction", "desc") if sort else "asc"
+        if direction not in ("asc", "desc"):
+            raise invalid("direction must be asc or desc")
+        cs = [c for c in r["comments"].values() if since is None or c["updated_at"] >= since]
+        key = "updated_at" if sort == "updated" else "created_at"
+        cs.sort(key=lambda c: (c[key], c["id"]) if sort else c["id"],
+                reverse=direction == "desc")
+        resp = paged(req, r, cs)
+        resp.body = [S.comment_json(req.base, self.store, r, c) for c in resp.body]
+        return resp
+
     def create_comment(self, req, g):
         r, it = self.issue(req, g)
         body = obj_body(req).get("body")

@@ -34,6 +34,7 @@ class Control:
             ("POST", R + r"/issues/(?P<n>\d+)/comments", self.comment),
             ("POST", R + "/refs", self.ref),
             ("POST", "/_sim/tokens", self.token),
+            ("POST", "/_sim/tokens/expire", self.tokens_expire),
             ("POST", "/_sim/ratelimit", self.ratelimit),
             ("POST", "/_sim/app", self.app),
             ("POST", "/_sim/clock", self.clock),
@@ -162,6 +163,20 @@ class Control:
                                       b.get("kind", "pat"), b.get("installation_id"),
                                       b.get("expires_at"), limit=int(b.get("limit", 5000)))
         return dict(t, token=b["token"])
+
+    def tokens_expire(self, g, b, q, base):
+        """Expire tokens now (renewal tests): `token` one, else every one of
+        `kind` (default installation). Static (--token) tokens never."""
+        now = int(self.core.store.now())
+        n = 0
+        for tok, t in self.core.store.data["tokens"].items():
+            if t.get("static") or ("token" in b and tok != b["token"]):
+                continue
+            if "token" not in b and t["kind"] != b.get("kind", "installation"):
+                continue
+            t["expires_at"] = now - 1
+            n += 1
+        return {"expired": n}
 
     def ratelimit(self, g, b, q, base):
         return self.core.set_quota(b["token"], b.get("limit"), b.get("remaining"),

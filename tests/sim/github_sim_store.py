@@ -264,6 +264,7 @@ class Store:
             c = {"id": self.new_id(), "issue": it["number"], "user": user, "body": body,
                  "created_at": now, "updated_at": now}
             r["comments"][str(c["id"])] = c
+            it["updated_at"] = now   # as GitHub: a comment updates its issue
             return c
 
     def push(self, full, number, sha):

@@ -133,6 +133,9 @@ static void test_extract_fixtures(void **state)
 		j = extract("issue_comment", text, &rc);
 		assert_int_equal(rc, 0);
 		assert_string_equal(js(j, "command"), "stop");
+		/* the comment's id: a command polled as well is acted on once */
+		assert_true(cJSON_GetObjectItemCaseSensitive(j, "comment_id")->valuedouble ==
+			    cJSON_GetObjectItemCaseSensitive(c, "id")->valuedouble);
 		cJSON_Delete(j);
 		free(text);
 		cJSON_ReplaceItemInObject(c, "body", cJSON_CreateString("/kernelbot run"));
@@ -193,9 +196,46 @@ static void test_delivery_dedup(void **state)
 	n = sqlite3_column_int64(stmt, 0);
 	sqlite3_finalize(stmt);
 	assert_int_equal(n, 2);
+
+	/* a comment is one command: by webhook, then by poll (or the other way), once */
+	strbuf_reset(&payload);
+	kb_webhook_comment_key(&payload, "Acme/Ops", 77);
+	assert_string_equal(payload.buf, "comment:acme/ops:77");
+	assert_int_equal(kb_webhook_store(st, "uuid-1", "issue_comment",
+					  "{\"repo\": \"acme/ops\", \"comment_id\": 77}"), 0);
+	assert_int_equal(kb_webhook_store(st, payload.buf, "issue_comment",
+					  "{\"repo\": \"acme/ops\", \"comment_id\": 77}"), KB_EEXISTS);
+	assert_int_equal(kb_webhook_store(st, "comment:acme/ops:78", "issue_comment",
+					  "{\"repo\": \"ACME/ops\", \"comment_id\": 78}"), 0);
+	assert_int_equal(kb_webhook_store(st, "uuid-2", "issue_comment",
+					  "{\"repo\": \"acme/ops\", \"comment_id\": 78}"), KB_EEXISTS);
+	/* the refused delivery left nothing behind: a retry of it is still new */
+	assert_int_equal(kb_webhook_store(st, "uuid-2", "ping", NULL), 0);
+	for (int k = 0; k < 2; k++) {
+		strbuf_reset(&payload);
+		assert_int_equal(kb_webhook_next(st, &id, &payload), 0);
+		assert_non_null(strstr(payload.buf, k ? "78" : "77"));
+		assert_int_equal(kb_webhook_done(st, id), 0);
+	}
+	strbuf_reset(&payload);
+	assert_int_equal(kb_webhook_next(st, &id, &payload), KB_ENOTFOUND);
 	strbuf_release(&payload);
 	kb_state_close(st);
 	assert_int_equal(kb_rm_rf(dir), 0);
+}
+
+static void test_parse_command(void **state)
+{
+	assert_string_equal(kb_jobs_parse_command("/kernelbot stop"), "stop");
+	assert_string_equal(kb_jobs_parse_command("\n\t /kernelbot  run please\r\n"), "run");
+	assert_string_equal(kb_jobs_parse_command("/kernelbot stop\nthanks"), "stop");
+	assert_null(kb_jobs_parse_command("/kernelbotstop"));
+	assert_null(kb_jobs_parse_command("/kernelbot stopp"));
+	assert_null(kb_jobs_parse_command("please /kernelbot run"));
+	assert_null(kb_jobs_parse_command("> /kernelbot run"));
+	assert_null(kb_jobs_parse_command("/kernelbot"));
+	assert_null(kb_jobs_parse_command(""));
+	assert_null(kb_jobs_parse_command(NULL));
 }
 
 static void test_repo_config(void **state)
@@ -320,6 +360,7 @@ int main(void)
 		cmocka_unit_test(test_signature),
 		cmocka_unit_test(test_extract_fixtures),
 		cmocka_unit_test(test_delivery_dedup),
+		cmocka_unit_test(test_parse_command),
 		cmocka_unit_test(test_repo_config),
 		cmocka_unit_test(test_slug),
 		cmocka_unit_test(test_progress_lines),

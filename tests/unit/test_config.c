@@ -5,6 +5,7 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -110,6 +111,8 @@ static void expect_error(const char *content, int line, const char *needle1,
 	assert_int_equal(truncate(logpath.buf, 0), 0);
 }
 
+static char *print_to_string(const struct kb_config *cfg);
+
 /* SIGHUP path: a valid file is swapped in, a broken one leaves cfg untouched. */
 static void test_reload(void **state)
 {
@@ -166,7 +169,287 @@ static void test_defaults(void **state)
 	assert_string_equal(cfg.github_webhook_secret, "");
 	assert_int_equal(cfg.github_app_id, 0);
 	assert_string_equal(cfg.github_private_key_file, "");
+	/* no model: the built-in proposer only */
+	assert_int_equal(cfg.nr_llm_models, 0);
+	assert_null(cfg.llm_models);
+	assert_string_equal(cfg.llm_models_spec, "");
+	assert_string_equal(cfg.llm_aux_model, "");
+	assert_int_equal(cfg.llm_timeout_s, 120);
+	assert_int_equal(cfg.llm_max_retries, 4);
+	assert_int_equal(cfg.llm_max_response_kb, 4096);
+	assert_true(cfg.llm_daily_budget_usd == 0);
+	assert_int_equal(cfg.llm_daily_budget_tokens, 0);
+	assert_true(cfg.search_llm_verifiers);
+	assert_true(cfg.search_verifier_audit == 0.25);
+	assert_int_equal(cfg.search_islands, 2);
+	assert_int_equal(cfg.search_generations, 8);
+	assert_int_equal(cfg.search_per_generation, 2);
+	assert_int_equal(cfg.search_initial, 3);
+	assert_int_equal(cfg.search_repair_rounds, 2);
+	assert_int_equal(cfg.search_migration_interval, 2);
+	assert_true(cfg.search_explore == 0.3 && cfg.search_exploit == 0.5);
+	assert_int_equal(cfg.search_inspirations, 2);
+	assert_true(cfg.search_crossover == 0.2);
+	assert_int_equal(cfg.search_meta_interval, 2);
+	assert_true(cfg.search_prompt_exploration == 0.2);
+	assert_true(cfg.search_prompt_temperature == 0.5);
+	assert_true(cfg.search_tune_templates);
+	assert_true(cfg.search_job_budget_usd == 5);
+	assert_int_equal(cfg.search_job_budget_tokens, 0);
+	assert_int_equal(cfg.search_seed, 0);
 	kb_config_release(&cfg);
+}
+
+static void test_search_keys(void **state)
+{
+	struct kb_config cfg;
+	char *path = write_tmp("search.ini",
+		"[search]\n"
+		"llm_verifiers = off\n"
+		"verifier_audit = 1\n"
+		"islands = 4\n"
+		"generations = 0\n"
+		"per_generation = 5\n"
+		"initial = 1\n"
+		"repair_rounds = 0\n"
+		"migration_interval = 0\n"
+		"explore = 0.25\n"
+		"exploit = 0.75\n"
+		"inspirations = 16\n"
+		"crossover = 0\n"
+		"meta_interval = 0\n"
+		"prompt_exploration = 1\n"
+		"prompt_temperature = 2.5\n"
+		"tune_templates = no\n"
+		"job_budget_usd = 0.5\n"
+		"job_budget_tokens = 100000\n"
+		"seed = 12345\n"
+		"[llm]\n"
+		"timeout_s = 1\n"
+		"max_retries = 0\n"
+		"max_response_kb = 16\n"
+		"daily_budget_usd = 20.5\n"
+		"daily_budget_tokens = 5000000\n");
+
+	assert_int_equal(kb_config_load(&cfg, path), 0);
+	assert_false(cfg.search_llm_verifiers);
+	assert_true(cfg.search_verifier_audit == 1);
+	assert_int_equal(cfg.search_islands, 4);
+	assert_int_equal(cfg.search_generations, 0);
+	assert_int_equal(cfg.search_per_generation, 5);
+	assert_int_equal(cfg.search_initial, 1);
+	assert_int_equal(cfg.search_repair_rounds, 0);
+	assert_int_equal(cfg.search_migration_interval, 0);
+	assert_true(cfg.search_explore == 0.25 && cfg.search_exploit == 0.75);
+	assert_int_equal(cfg.search_inspirations, 16);
+	assert_true(cfg.search_crossover == 0);
+	assert_int_equal(cfg.search_meta_interval, 0);
+	assert_true(cfg.search_prompt_exploration == 1);
+	assert_true(cfg.search_prompt_temperature == 2.5);
+	assert_false(cfg.search_tune_templates);
+	assert_true(cfg.search_job_budget_usd == 0.5);
+	assert_int_equal(cfg.search_job_budget_tokens, 100000);
+	assert_int_equal(cfg.search_seed, 12345);
+	assert_int_equal(cfg.llm_timeout_s, 1);
+	assert_int_equal(cfg.llm_max_retries, 0);
+	assert_int_equal(cfg.llm_max_response_kb, 16);
+	assert_true(cfg.llm_daily_budget_usd == 20.5);
+	assert_int_equal(cfg.llm_daily_budget_tokens, 5000000);
+	assert_int_equal(cfg.nr_llm_models, 0);
+	kb_config_release(&cfg);
+	free(path);
+
+	expect_error("[search]\nislands = 0\n", 2, "[search] islands: ", "out of range (1..64)");
+	expect_error("[search]\nverifier_audit = 1.5\n", 2, "[search] verifier_audit: ", "<= 1");
+	expect_error("[search]\nprompt_temperature = 0\n", 2,
+		     "[search] prompt_temperature: ", "must be > 0");
+	expect_error("[search]\njob_budget_usd = -1\n", 2, "[search] job_budget_usd: ", "out of range");
+	expect_error("[search]\nseed = -1\n", 2, "[search] seed: ", "must be >= 0");
+	expect_error("[llm]\ntimeout_s = 0\n", 2, "[llm] timeout_s: ", "out of range (1..3600)");
+	expect_error("[llm]\nmax_retries = 21\n", 2, "[llm] max_retries: ", "out of range (0..20)");
+	expect_error("[llm]\nmax_response_kb = 8\n", 2, "[llm] max_response_kb: ", "out of range");
+	expect_error("[search]\nllm_verifiers = sometimes\n", 2,
+		     "[search] llm_verifiers: ", "not a boolean");
+	/* the shares of parent selection add up to at most 1, named at the later key */
+	expect_error("[search]\nexploit = 0.8\n\nexplore = 0.4\n", 4,
+		     "[search] explore: ", "explore + exploit must be <= 1 (0.4 + 0.8)");
+	expect_error("[search]\nexploit = 0.9\n", 2,
+		     "[search] exploit: ", "explore + exploit must be <= 1");
+	expect_error("[search]\ngeneratons = 3\n", 2,
+		     "unknown key 'generatons' in section [search]", "did you mean 'generations'");
+}
+
+/* [llm] models and its [llm.NAME] sections, in either order. */
+static void test_llm_models(void **state)
+{
+	struct kb_config cfg, again;
+	char *path = write_tmp("llm.ini",
+		"[llm.slow]\n"                              /* 1 */
+		"provider = anthropic\n"
+		"base_url = https://api.anthropic.com/v1\n"
+		"model = claude-test\n"
+		"api_key = ${KB_TEST_LLM_KEY}\n"            /* 5 */
+		"reasoning_effort = MEDIUM\n"
+		"max_tokens = 4000\n"
+		"price_in_per_mtok = 3\n"
+		"price_out_per_mtok = 15\n"
+		"[llm]\n"                                   /* 10 */
+		"models = fast:2.5 , slow\n"
+		"aux_model = meta\n"
+		"[llm.fast]\n"
+		"provider = openai\n"
+		"base_url = http://127.0.0.1:8000/v1/\n"    /* 15 */
+		"model = qwen-coder\n"
+		"temperature = 0.7\n"
+		"[llm.meta]\n"
+		"provider = openai\n"
+		"base_url = HTTPS://example.com\n"          /* 20 */
+		"model = m\n"
+		"[llm.fast]\n"                              /* reopened */
+		"max_tokens = 100\n");
+	char *out, *path2, *log;
+
+	setenv("KB_TEST_LLM_KEY", "sk-test-secret-0123456789", 1);
+	assert_int_equal(kb_config_load(&cfg, path), 0);
+	assert_string_equal(cfg.llm_models_spec, "fast:2.5 , slow");
+	assert_string_equal(cfg.llm_aux_model, "meta");
+	assert_int_equal(cfg.nr_llm_models, 3);
+	/* models order, then the aux-only model with weight 0 */
+	assert_string_equal(cfg.llm_models[0].name, "fast");
+	assert_true(cfg.llm_models[0].weight == 2.5);
+	assert_int_equal(cfg.llm_models[0].provider, 0);
+	assert_string_equal(cfg.llm_models[0].base_url, "http://127.0.0.1:8000/v1/");
+	assert_string_equal(cfg.llm_models[0].model, "qwen-coder");
+	assert_string_equal(cfg.llm_models[0].api_key, "");
+	assert_true(cfg.llm_models[0].temperature == 0.7);
+	assert_string_equal(cfg.llm_models[0].reasoning_effort, "");
+	assert_int_equal(cfg.llm_models[0].max_tokens, 100);
+	assert_true(cfg.llm_models[0].price_in_per_mtok == 0);
+	assert_int_equal(cfg.llm_models[0].line, 13);
+
+	assert_string_equal(cfg.llm_models[1].name, "slow");
+	assert_true(cfg.llm_models[1].weight == 1);
+	assert_int_equal(cfg.llm_models[1].provider, 1);
+	assert_string_equal(cfg.llm_models[1].api_key, "sk-test-secret-0123456789");
+	assert_true(isnan(cfg.llm_models[1].temperature));
+	assert_string_equal(cfg.llm_models[1].reasoning_effort, "medium");
+	assert_int_equal(cfg.llm_models[1].max_tokens, 4000);
+	assert_true(cfg.llm_models[1].price_in_per_mtok == 3);
+	assert_true(cfg.llm_models[1].price_out_per_mtok == 15);
+	assert_int_equal(cfg.llm_models[1].line, 1);
+
+	assert_string_equal(cfg.llm_models[2].name, "meta");
+	assert_true(cfg.llm_models[2].weight == 0);
+	assert_int_equal(cfg.llm_models[2].max_tokens, 8192);
+
+	/* the key is a secret: redacted in the log and the printout */
+	log_msg(KB_LOG_INFO, "x-api-key: %s", cfg.llm_models[1].api_key);
+	log = read_log();
+	assert_contains(log, "x-api-key: ***");
+	assert_not_contains(log, "sk-test-secret");
+	free(log);
+	out = print_to_string(&cfg);
+	assert_contains(out, "\n[llm]\nmodels = fast:2.5 , slow\naux_model = meta\n");
+	assert_contains(out, "\n[search]\n");
+	assert_contains(out, "\n[llm.fast]\nprovider = openai\nbase_url = http://127.0.0.1:8000/v1/\n"
+			"model = qwen-coder\napi_key =\ntemperature = 0.7\nreasoning_effort =\n"
+			"max_tokens = 100\n");
+	assert_contains(out, "\n[llm.slow]\nprovider = anthropic\n");
+	assert_contains(out, "\napi_key = ***\ntemperature =\nreasoning_effort = medium\n");
+	assert_contains(out, "\n[llm.meta]\n");
+	assert_not_contains(out, "sk-test-secret");
+
+	/* the printout reads back (temperature unset stays unset) */
+	path2 = write_tmp("llm-printed.ini", out);
+	assert_int_equal(kb_config_load(&again, path2), 0);
+	assert_int_equal(again.nr_llm_models, 3);
+	assert_string_equal(again.llm_models[1].name, "slow");
+	assert_true(isnan(again.llm_models[1].temperature));
+	assert_string_equal(again.llm_models[1].api_key, "***");
+	assert_true(again.llm_models[0].weight == 2.5);
+	kb_config_release(&again);
+	free(out);
+
+	/* a reload swaps the whole model table */
+	free(path2);
+	path2 = write_tmp("llm2.ini", "[llm]\nmodels = only\n[llm.only]\nprovider = openai\n"
+			  "base_url = http://h:1\nmodel = x\n");
+	assert_int_equal(kb_config_reload(&cfg, path2), 0);
+	assert_int_equal(cfg.nr_llm_models, 1);
+	assert_string_equal(cfg.llm_models[0].name, "only");
+	assert_true(cfg.llm_models[0].weight == 1);
+	assert_int_equal(kb_config_reload(&cfg, path), 0);
+	assert_int_equal(cfg.nr_llm_models, 3);
+	kb_config_release(&cfg);
+	assert_null(cfg.llm_models);
+	assert_int_equal(cfg.nr_llm_models, 0);
+	unsetenv("KB_TEST_LLM_KEY");
+	free(path);
+	free(path2);
+}
+
+#define LLM_A "[llm.a]\nprovider = openai\nbase_url = http://127.0.0.1:1/v1\nmodel = m\n"
+
+static void test_llm_errors(void **state)
+{
+	/* names and sections must match both ways */
+	expect_error("[llm]\nmodels = a, b\n" LLM_A, 2,
+		     "[llm] models: no section [llm.b] for model 'b'", NULL);
+	expect_error("[llm]\nmodels = a\n" LLM_A "[llm.typo]\nprovider = openai\n", 7,
+		     "[llm.typo]: model 'typo' is not named in [llm] models", "a typo?");
+	expect_error(LLM_A, 1, "[llm.a]: model 'a' is not named in [llm] models", "which is empty");
+	expect_error("[llm]\nmodels = a\naux_model = b\n" LLM_A, 3,
+		     "[llm] aux_model: no section [llm.b] for model 'b'", NULL);
+	expect_error("[llm]\naux_model = a\n" LLM_A, 2,
+		     "[llm] aux_model: 'a' needs [llm] models", NULL);
+	/* the models list */
+	expect_error("[llm]\nmodels = a:0\n" LLM_A, 2,
+		     "[llm] models: ", "model 'a': weight '0' is not a number > 0");
+	expect_error("[llm]\nmodels = a:heavy\n", 2, "[llm] models: ", "weight 'heavy'");
+	expect_error("[llm]\nmodels = a:\n", 2, "[llm] models: ", "weight ''");
+	expect_error("[llm]\nmodels = a, a:2\n", 2, "[llm] models: ", "model 'a' is listed twice");
+	expect_error("[llm]\nmodels = a,,b\n", 2, "[llm] models: ", "an empty item");
+	expect_error("[llm]\nmodels = a b\n", 2, "[llm] models: ", "'a b' is not a model name");
+	/* the sections */
+	expect_error("[llm]\nmodels = a\n[llm.a]\nbase_url = http://h\nmodel = m\n", 3,
+		     "[llm.a] provider: a value is required (openai|anthropic)", NULL);
+	expect_error("[llm]\nmodels = a\n[llm.a]\nprovider = openai\nmodel = m\n", 3,
+		     "[llm.a] base_url: a value is required", "http:// or https://");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nprovider = openai\nbase_url = http://h\n", 3,
+		     "[llm.a] model: a value is required", NULL);
+	expect_error("[llm]\nmodels = a\n" LLM_A "modle = x\n", 7,
+		     "unknown key 'modle' in section [llm.a]", "did you mean 'model'?");
+	expect_error("[llm]\nmodels = a\n" LLM_A "weight = 2\n", 7,
+		     "unknown key 'weight' in section [llm.a]", NULL);
+	expect_error("[llm]\nmodels = a\n" LLM_A "model = again\n", 7,
+		     "[llm.a] model: duplicate key (first set on line 6)", NULL);
+	expect_error("[llm]\nmodels = a\n[llm.a]\nprovider = azure\n", 4,
+		     "[llm.a] provider: ", "'azure' is not one of openai|anthropic");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nbase_url = ftp://h/v1\n", 4,
+		     "[llm.a] base_url: ", "'ftp://h/v1' is not an http:// or https:// URL");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nbase_url = http://\n", 4,
+		     "[llm.a] base_url: ", "not an http");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nmodel =\n", 4,
+		     "[llm.a] model: ", "a value is required");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nreasoning_effort = extreme\n", 4,
+		     "[llm.a] reasoning_effort: ", "'extreme' is not one of low|medium|high");
+	expect_error("[llm]\nmodels = a\n[llm.a]\ntemperature = 2.5\n", 4,
+		     "[llm.a] temperature: ", "out of range");
+	expect_error("[llm]\nmodels = a\n[llm.a]\ntemperature = warm\n", 4,
+		     "[llm.a] temperature: ", "'warm' is not a number");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nmax_tokens = 0\n", 4,
+		     "[llm.a] max_tokens: ", "out of range (1..1000000)");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nprice_out_per_mtok = -2\n", 4,
+		     "[llm.a] price_out_per_mtok: ", "out of range");
+	expect_error("[llm]\nmodels = a\n[llm.a]\nprovider = anthropic\nbase_url = http://h\n"
+		     "model = m\n\ntemperature = 1.5\n", 8,
+		     "[llm.a] temperature: 1.5 is out of range for anthropic", NULL);
+	/* section names */
+	expect_error("[llm]\n[llm.a b]\nmodel = x\n", 2, "bad section name [llm.a b]", NULL);
+	expect_error("[llm.]\n", 1, "bad section name [llm.]", NULL);
+	expect_error("[llmx]\n", 1, "unknown section [llmx]", NULL);
+	expect_error("[llm]\nmodels = a\n[llm.a]\napi_key = ${KB_TEST_LLM_UNSET}\n", 4,
+		     "[llm.a] api_key: ", "environment variable 'KB_TEST_LLM_UNSET' is not set");
 }
 
 /* Also: comments, an inline comment, an indented key, no blanks around
@@ -641,6 +924,12 @@ static void test_release(void **state)
 	kb_config_release(&cfg); /* twice is harmless */
 	/* a failed load is released the same way (ASan reports any leak) */
 	free(path);
+	path = write_tmp("rel.ini", "[llm]\nmodels = a\n" LLM_A "[llm.b]\nmodel = x\n");
+	assert_int_equal(kb_config_load(&cfg, path), -1); /* [llm.b] is not named */
+	assert_int_equal(cfg.nr_llm_models, 2);
+	kb_config_release(&cfg);
+	assert_null(cfg.llm_models);
+	free(path);
 	path = write_tmp("rel.ini", "[core]\nstate_dir = a\nlog_file = b\nbogus = 1\n");
 	assert_int_equal(kb_config_load(&cfg, path), -1);
 	assert_string_equal(cfg.state_dir, "a");
@@ -816,6 +1105,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_every_type, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_search_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_llm_models, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_llm_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bool_spellings, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_env_expansion, setup, teardown),

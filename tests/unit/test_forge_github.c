@@ -356,6 +356,15 @@ static void test_label_actor_permission(void **state)
 	assert_int_equal(kb_forge_label_actor(f, &login, REPO, 1, LABEL), 0);
 	assert_string_equal(login, "max");
 	free(login);
+	/* with the time of that labelling (the simulator's clock: now) */
+	{
+		int64_t at = 0;
+
+		assert_int_equal(kb_forge_label_event(f, &login, &at, REPO, 1, LABEL), 0);
+		assert_string_equal(login, "max");
+		assert_true(at > kb_wall_s() - 120 && at <= kb_wall_s() + 5);
+		free(login);
+	}
 	assert_int_equal(logged("GET", "/events", 200), 2);
 	assert_int_equal(kb_forge_label_actor(f, &login, REPO, 1, "other"), KB_ENOTFOUND);
 
@@ -529,6 +538,66 @@ static void test_comment_marker_paginated(void **state)
 	kb_forge_free(f);
 }
 
+/* The repository-wide listing behind slash commands by polling. */
+static void test_repo_comments_etag_since_pages(void **state)
+{
+	struct kb_forge *f;
+	struct kb_forge_comment_list list = KB_FORGE_COMMENT_LIST_INIT;
+	struct strbuf etag = STRBUF_INIT;
+	int64_t before, since;
+	bool nm;
+
+	NEED_SIM();
+	f = pat_forge();
+	ctlf("POST", "repos/acme/ops/issues", "{\"title\": \"a plain issue\"}");
+	/* 150 comments: two pages of 100, the newest first */
+	for (int i = 0; i < 150; i++)
+		ctlf("POST", i % 2 ? "repos/acme/ops/issues/1/comments" : "repos/acme/ops/issues/2/comments",
+		     "{\"user\": \"carol\", \"body\": \"comment %d\"}", i);
+	ctlf("POST", "repos/acme/ops/issues/1/comments",
+	     "{\"user\": \"alice\", \"body\": \"/kernelbot stop\"}");
+	before = quota_used();
+	assert_int_equal(kb_forge_list_repo_comments(f, &list, &nm, &etag, REPO, 0), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 151);
+	assert_string_equal(list.v[0].body, "/kernelbot stop");
+	assert_string_equal(list.v[0].author, "alice");
+	assert_int_equal(list.v[0].issue, 1);
+	assert_int_equal(list.v[150].issue, 2);
+	assert_true(etag.len > 0);
+	assert_int_equal(logged("GET", "/repos/acme/ops/issues/comments", 200), 1);
+	assert_int_equal(logged("GET", "/repositories/", 200), 1); /* page 2 by its Link */
+	assert_int_equal(quota_used() - before, 2);
+	kb_forge_comment_list_release(&list);
+
+	/* nothing new: one 304, free */
+	before = quota_used();
+	assert_int_equal(kb_forge_list_repo_comments(f, &list, &nm, &etag, REPO, 0), 0);
+	assert_true(nm);
+	assert_int_equal(list.nr, 0);
+	assert_int_equal(quota_used() - before, 0);
+	assert_int_equal(logged("GET", "/issues/comments", 304), 1);
+
+	/* since: only what was updated at or after it, and its query on the wire */
+	since = kb_wall_s() + 3600;
+	strbuf_reset(&etag);
+	assert_int_equal(kb_forge_list_repo_comments(f, &list, &nm, &etag, REPO, since), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 0);
+	{
+		cJSON *j = ctl("GET", "requests", NULL), *e, *last = NULL;
+
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "requests"))
+			last = e;
+		assert_non_null(strstr(cJSON_GetObjectItem(last, "query")->valuestring, "since="));
+		assert_non_null(strstr(cJSON_GetObjectItem(last, "query")->valuestring,
+				       "sort=updated"));
+		cJSON_Delete(j);
+	}
+	strbuf_release(&etag);
+	kb_forge_free(f);
+}
+
 static void test_review_status_labels(void **state)
 {
 	struct kb_forge *f;
@@ -650,6 +719,25 @@ static void test_app_check_run_and_tokens(void **state)
 	assert_int_equal(kb_forge_whoami(f, &me), 0);
 	assert_string_equal(me, "kernelbot[bot]");
 	free(me);
+	kb_forge_free(f);
+
+	/* an installation token GitHub no longer takes: one 401, a new token, the call again */
+	f = forge_with(&o);
+	assert_int_equal(kb_forge_get_pr(f, &pr, REPO, 1), 0);
+	kb_forge_pr_release(&pr);
+	cJSON_Delete(ctl("DELETE", "requests", NULL));
+	{
+		cJSON *x = ctl("POST", "tokens/expire", "{\"kind\": \"installation\"}");
+
+		assert_true(cJSON_GetObjectItem(x, "expired")->valuedouble >= 1);
+		cJSON_Delete(x);
+	}
+	assert_int_equal(kb_forge_get_pr(f, &pr, REPO, 1), 0);
+	kb_forge_pr_release(&pr);
+	assert_int_equal(logged("GET", "/pulls/1", 401), 1);
+	assert_int_equal(logged("POST", "/access_tokens", 201), 1);
+	/* answered: from the ETag store (304) or afresh */
+	assert_int_equal(logged("GET", "/pulls/1", 304) + logged("GET", "/pulls/1", 200), 1);
 	kb_forge_free(f);
 
 	/* tokens that live under five minutes are renewed on every use */
@@ -833,6 +921,7 @@ int main(void)
 		cmocka_unit_test_setup(test_pr_and_paginated_files, setup),
 		cmocka_unit_test_setup(test_find_and_open_pr, setup),
 		cmocka_unit_test_setup(test_comment_marker_paginated, setup),
+		cmocka_unit_test_setup(test_repo_comments_etag_since_pages, setup),
 		cmocka_unit_test_setup(test_review_status_labels, setup),
 		cmocka_unit_test_setup(test_check_run_pat_falls_back_to_status, setup),
 		cmocka_unit_test_setup(test_app_check_run_and_tokens, setup),

@@ -399,6 +399,68 @@ static void test_comments_by_marker(void **state)
 	strbuf_release(&body);
 }
 
+/* The repository-wide listing a polling daemon reads commands from, and the poll's fold. */
+static void test_repo_comments_etag(void **state)
+{
+	struct fixture *f = *state;
+	struct kb_forge_comment_list list = KB_FORGE_COMMENT_LIST_INIT;
+	struct kb_forge_pr_list prs = KB_FORGE_PR_LIST_INIT;
+	struct strbuf etag = STRBUF_INIT, list_etag = STRBUF_INIT;
+	const char *label = "optimize-kernel";
+	int64_t n = open_feature(f), id1, id2, at = 0;
+	char *login = NULL;
+	bool nm;
+
+	assert_int_equal(kb_forge_list_repo_comments(f->bot, &list, &nm, &etag, REPO, 0), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 0);
+	assert_true(etag.len > 0);
+	assert_int_equal(kb_forge_add_labels(f->alice, REPO, n, &label, 1), 0);
+	assert_int_equal(kb_forge_label_event(f->bot, &login, &at, REPO, n, label), 0);
+	assert_string_equal(login, "alice");
+	assert_true(at > 0 && at <= kb_wall_s());
+	free(login);
+	assert_int_equal(kb_forge_list_labelled_prs(f->bot, &prs, &nm, &list_etag, REPO, label), 0);
+	kb_forge_pr_list_release(&prs);
+
+	assert_int_equal(kb_forge_post_comment(f->alice, &id1, REPO, n, "looks good"), 0);
+	assert_int_equal(kb_forge_post_comment(f->alice, &id2, REPO, n, "/kernelbot run"), 0);
+	/* a comment on a labelled pull request changes the poll's answer */
+	assert_int_equal(kb_forge_list_labelled_prs(f->bot, &prs, &nm, &list_etag, REPO, label), 0);
+	assert_false(nm);
+	assert_int_equal(prs.nr, 1);
+	kb_forge_pr_list_release(&prs);
+	assert_int_equal(kb_forge_list_labelled_prs(f->bot, &prs, &nm, &list_etag, REPO, label), 0);
+	assert_true(nm);
+
+	assert_int_equal(kb_forge_list_repo_comments(f->bot, &list, &nm, &etag, REPO, 0), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 2);
+	/* newest first (same second: the higher id) */
+	assert_int_equal(list.v[0].id, id2);
+	assert_int_equal(list.v[0].issue, n);
+	assert_string_equal(list.v[0].author, "alice");
+	assert_string_equal(list.v[0].body, "/kernelbot run");
+	kb_forge_comment_list_release(&list);
+	assert_int_equal(kb_forge_list_repo_comments(f->bot, &list, &nm, &etag, REPO, 0), 0);
+	assert_true(nm);
+	assert_int_equal(list.nr, 0);
+	/* an edit is a change */
+	assert_int_equal(kb_forge_edit_comment(f->alice, REPO, id1, "looks better"), 0);
+	assert_int_equal(kb_forge_list_repo_comments(f->bot, &list, &nm, &etag, REPO, 0), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 2);
+	kb_forge_comment_list_release(&list);
+	/* since: updated at or after */
+	strbuf_reset(&etag);
+	assert_int_equal(kb_forge_list_repo_comments(f->bot, &list, &nm, &etag, REPO,
+						     kb_wall_s() + 5), 0);
+	assert_false(nm);
+	assert_int_equal(list.nr, 0);
+	strbuf_release(&etag);
+	strbuf_release(&list_etag);
+}
+
 static void test_review_status_check(void **state)
 {
 	struct fixture *f = *state;
@@ -553,6 +615,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_poll_labels_actor_permission, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pr_files_from_merge_base, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_comments_by_marker, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_repo_comments_etag, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_review_status_check, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_remote_whoami_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),

@@ -99,7 +99,7 @@ static int64_t add_job(struct kb_state *st, int64_t repo, int64_t pr, const char
 }
 
 static const char *const tables[] = {
-	"repositories", "jobs", "candidates", "archive_cells", "prompts",
+	"repositories", "jobs", "candidates", "archive_cells", "prompts", "searches", "search_history",
 	"forge_objects", "llm_calls", "webhook_deliveries", "timings",
 };
 
@@ -548,7 +548,7 @@ static void test_foreign_keys(void **ctx)
 	db = kb_state_db(st);
 	assert_int_equal(kb_state_job_add(st, &id, 9999, 1, "abc", "ops/a.py"), -1);
 	assert_int_equal(sqlite3_exec(db,
-		"INSERT INTO candidates (job_id, proposer, source, source_hash, backend, created_at)"
+		"INSERT INTO candidates (search_id, proposer, source, source_hash, backend, created_at)"
 		" VALUES (12345, 'llm', 'x', 'h', 'cpu', 0)", NULL, NULL, NULL), SQLITE_CONSTRAINT);
 	assert_int_equal(sqlite3_extended_errcode(db), SQLITE_CONSTRAINT_FOREIGNKEY);
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM jobs"), 0);
@@ -602,7 +602,7 @@ static _Noreturn void kill_child(const char *state_dir, int ready_fd, int round)
 {
 	struct kb_state *st;
 	char source[2048];
-	sqlite3_stmt *ins = NULL;
+	sqlite3_stmt *ins = NULL, *srch = NULL;
 	int64_t repo;
 
 	memset(source, 'x', sizeof(source) - 1);
@@ -610,21 +610,31 @@ static _Noreturn void kill_child(const char *state_dir, int ready_fd, int round)
 	if (kb_state_open(&st, state_dir) || kb_state_repo_upsert(st, &repo, "local", "kill/test"))
 		_exit(3);
 	if (sqlite3_prepare_v2(kb_state_db(st),
-			       "INSERT INTO candidates (job_id, proposer, source, source_hash, backend,"
+			       "INSERT INTO candidates (search_id, proposer, source, source_hash, backend,"
 			       " evidence, created_at) VALUES (?1, 'template', ?2, ?3, 'cpu', '{\"ok\": true}', 0)",
-			       -1, &ins, NULL) != SQLITE_OK)
+			       -1, &ins, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(kb_state_db(st),
+			       "INSERT INTO searches (key, job_id, operator, backend, pass, seed, rng,"
+			       " started_at, updated_at) VALUES (?1, ?2, 'ops/k.py', 'cpu', 'forward', 1, 1, 0, 0)",
+			       -1, &srch, NULL) != SQLITE_OK)
 		_exit(4);
 	for (int64_t i = 0; ; i++) {
 		char sha[32], hash[32];
-		int64_t job;
+		int64_t job, search;
 
 		xsnprintf(sha, sizeof(sha), "r%d-%lld", round, (long long)i);
 		if (kb_state_begin(st) ||
 		    kb_state_job_add(st, &job, repo, i, sha, "ops/k.py"))
 			_exit(5);
+		sqlite3_bind_text(srch, 1, sha, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(srch, 2, job);
+		if (sqlite3_step(srch) != SQLITE_DONE)
+			_exit(6);
+		sqlite3_reset(srch);
+		search = sqlite3_last_insert_rowid(kb_state_db(st));
 		for (int c = 0; c < KILL_CANDIDATES; c++) {
 			xsnprintf(hash, sizeof(hash), "h%d", c);
-			sqlite3_bind_int64(ins, 1, job);
+			sqlite3_bind_int64(ins, 1, search);
 			sqlite3_bind_text(ins, 2, source, -1, SQLITE_STATIC);
 			sqlite3_bind_text(ins, 3, hash, -1, SQLITE_TRANSIENT);
 			if (sqlite3_step(ins) != SQLITE_DONE)
@@ -677,7 +687,7 @@ static void test_kill_mid_write(void **ctx)
 		/* no partial transaction: every job has all its candidates */
 		assert_int_equal(sql_int(db,
 			"SELECT count(*) FROM jobs j WHERE (SELECT count(*) FROM candidates c"
-			" WHERE c.job_id = j.id) != 50"), 0);
+			" JOIN searches s ON s.id = c.search_id WHERE s.job_id = j.id) != 50"), 0);
 		assert_int_equal(sql_int(db, "SELECT count(*) FROM candidates"), jobs * KILL_CANDIDATES);
 		prev_jobs = jobs;
 		kb_state_close(st);

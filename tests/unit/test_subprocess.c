@@ -798,6 +798,301 @@ static void test_stop_from_signal(void **state)
 	child_process_release(&cp);
 }
 
+/* --- killing a tree that left the process group --- */
+
+/*
+ * Like ninja under torch's extension loader: each "compiler" in a process
+ * group of its own (ninja spawns them so), one in a session of its own,
+ * each with a child of its own. Every pid goes to the file "pids" (4 lines).
+ */
+#define FAKE_BUILD \
+	"perl -e 'setpgrp(0, 0); exec @ARGV' sh -c 'echo $$ >> pids; sleep 30 & echo $! >> pids; wait' &\n" \
+	"setsid sh -c 'echo $$ >> pids; sleep 30 & echo $! >> pids; wait' &\n" \
+	"wait\n"
+#define FAKE_BUILD_PIDS 4
+#define MAX_PIDS 16
+
+/* The pids listed in path, at most max. */
+static int read_pids(const char *path, pid_t *pids, int max)
+{
+	struct strbuf sb = STRBUF_INIT;
+	const char *p;
+	int n = 0;
+
+	if (access(path, R_OK) || strbuf_read_file(&sb, path, 0)) {
+		strbuf_release(&sb);
+		return 0;
+	}
+	for (p = sb.buf; *p && n < max;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (v > 1)
+			pids[n++] = (pid_t)v;
+		p = end;
+		while (*p == '\n' || *p == ' ')
+			p++;
+	}
+	strbuf_release(&sb);
+	return n;
+}
+
+static int wait_for_pids(const char *path, pid_t *pids, int want, int ms)
+{
+	int n = 0;
+
+	for (int waited = 0; waited <= ms; waited += 10) {
+		n = read_pids(path, pids, MAX_PIDS);
+		if (n >= want)
+			break;
+		usleep(10000);
+	}
+	return n;
+}
+
+/* True when every pid is gone; kills the survivors either way, so a
+ * failing test leaves nothing behind. */
+static bool all_gone_then_reap(const pid_t *pids, int n)
+{
+	bool gone = true;
+
+	for (int i = 0; i < n; i++)
+		if (!pid_gone(pids[i])) {
+			fprintf(stderr, "process %d outlived the kill\n", (int)pids[i]);
+			gone = false;
+		}
+	for (int i = 0; i < n; i++)
+		kill(pids[i], SIGKILL);
+	return gone;
+}
+
+static bool have_perl(void)
+{
+	return !access("/usr/bin/perl", X_OK) || !access("/bin/perl", X_OK);
+}
+
+static void fake_build_dir(char *dir, size_t size, char *pidfile, size_t psize)
+{
+	char script[PATH_MAX];
+
+	make_tmpdir(dir, size);
+	xsnprintf(script, sizeof(script), "%s/build.sh", dir);
+	write_file(script, FAKE_BUILD, 0644);
+	xsnprintf(pidfile, psize, "%s/pids", dir);
+}
+
+static void test_kill_tree_on_timeout(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	char dir[64], pidfile[PATH_MAX];
+	pid_t pids[MAX_PIDS];
+	int n;
+
+	if (!have_perl())
+		skip();
+	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
+	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
+	cp.dir = dir;
+	cp.timeout_ms = 1500;
+	assert_int_equal(run_command(&cp), 0);
+	assert_true(cp.timed_out);
+	n = read_pids(pidfile, pids, MAX_PIDS);
+	assert_int_equal(n, FAKE_BUILD_PIDS);
+	assert_true(all_gone_then_reap(pids, n));
+	child_process_release(&cp);
+	kb_rm_rf(dir);
+}
+
+/* The worker's way: start_command, then kill_command when it hangs. */
+static void test_kill_tree_of_persistent_child(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	char dir[64], pidfile[PATH_MAX];
+	pid_t pids[MAX_PIDS];
+	int n;
+
+	if (!have_perl())
+		skip();
+	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
+	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
+	cp.dir = dir;
+	cp.keep_stdin_open = true;
+	assert_int_equal(start_command(&cp), 0);
+	n = wait_for_pids(pidfile, pids, FAKE_BUILD_PIDS, 10000);
+	kill_command(&cp);
+	assert_int_equal(cp.exit_code, 128 + SIGKILL);
+	assert_int_equal(n, FAKE_BUILD_PIDS);
+	assert_true(all_gone_then_reap(pids, n));
+	child_process_release(&cp);
+	kb_rm_rf(dir);
+}
+
+static void test_kill_tree_on_stop(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	char dir[64], pidfile[PATH_MAX];
+	struct stopper s = { 1000 };
+	pid_t pids[MAX_PIDS];
+	pthread_t th;
+	int n;
+
+	if (!have_perl())
+		skip();
+	kb_reset_stop();
+	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
+	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
+	cp.dir = dir;
+	cp.timeout_ms = 20000;
+	assert_int_equal(pthread_create(&th, NULL, stop_later, &s), 0);
+	assert_int_equal(run_command(&cp), KB_ECANCELLED);
+	pthread_join(th, NULL);
+	kb_reset_stop();
+	assert_true(cp.cancelled);
+	n = read_pids(pidfile, pids, MAX_PIDS);
+	assert_int_equal(n, FAKE_BUILD_PIDS);
+	assert_true(all_gone_then_reap(pids, n));
+	child_process_release(&cp);
+	kb_rm_rf(dir);
+}
+
+/* The direct child exits and leaves the build running in its group: the
+ * group's members and all they started go with it. */
+static void test_kill_tree_after_exit(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	char dir[64], pidfile[PATH_MAX];
+	pid_t pids[MAX_PIDS];
+	int n;
+
+	if (!have_perl())
+		skip();
+	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
+	strvec_pushl(&cp.args, "sh", "-c",
+		     "sh build.sh </dev/null >/dev/null 2>&1 &\n"
+		     "until [ -s pids ] && [ $(wc -l < pids) -ge 4 ]; do sleep 0.01; done", NULL);
+	cp.dir = dir;
+	cp.timeout_ms = 20000;
+	assert_int_equal(run_command(&cp), 0);
+	assert_false(cp.timed_out);
+	assert_int_equal(cp.exit_code, 0);
+	n = read_pids(pidfile, pids, MAX_PIDS);
+	assert_int_equal(n, FAKE_BUILD_PIDS);
+	assert_true(all_gone_then_reap(pids, n));
+	child_process_release(&cp);
+	kb_rm_rf(dir);
+}
+
+/* Nothing outside the child's tree is touched: a process of ours in a
+ * group of its own survives a kill of another child. */
+static void test_kill_tree_spares_others(void **state)
+{
+	struct child_process other = CHILD_PROCESS_INIT, cp = CHILD_PROCESS_INIT;
+
+	strvec_pushl(&other.args, "sleep", "30", NULL);
+	other.keep_stdin_open = true;
+	assert_int_equal(start_command(&other), 0);
+	strvec_pushl(&cp.args, "sh", "-c", "sleep 30 & wait", NULL);
+	cp.timeout_ms = 300;
+	assert_int_equal(run_command(&cp), 0);
+	assert_true(cp.timed_out);
+	assert_int_equal(kill(other.pid, 0), 0);
+	assert_false(pid_gone(getpid()));
+	kill_command(&other);
+	child_process_release(&other);
+	child_process_release(&cp);
+}
+
+/*
+ * The case found on the GPU runner: `kernelbot verify` of a torch
+ * extension, stopped while torch's loader runs ninja. A stand-in g++ (CXX)
+ * compiles nothing: it sleeps, with one child in its own session. After
+ * kernelbot has stopped (SIGTERM: it ends the evaluation and kills the
+ * worker's tree) no compiler, child or ninja may be left. kernelbot has
+ * exited before anything of ours kills, so its orphans are not in our reach.
+ */
+#define FAKE_CXX \
+	"#!/bin/sh\n" \
+	"case \" $* \" in *\" -c \"*) ;; *) exec c++ \"$@\" ;; esac\n" \
+	"echo $$ >> \"$KB_FAKE_PIDS\"\n" \
+	"echo $PPID >> \"$KB_FAKE_PIDS\"\n" \
+	"setsid sh -c 'echo $$ >> \"$KB_FAKE_PIDS\"; exec sleep 60' &\n" \
+	"sleep 60 &\n" \
+	"echo $! >> \"$KB_FAKE_PIDS\"\n" \
+	"wait\n"
+
+static bool python_with_torch_and_ninja(const char *top, struct strbuf *py)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	bool ok = false;
+
+	strvec_pushl(&cp.args, "sh", "tests/find_python.sh", "--torch-only", NULL);
+	cp.dir = top;
+	cp.timeout_ms = 60000;
+	if (run_command(&cp) || cp.exit_code || !cp.out.len)
+		goto out;
+	strbuf_addstr(py, cp.out.buf);
+	strbuf_trim(py);
+	child_process_release(&cp);
+	child_process_init(&cp);
+	strvec_pushl(&cp.args, py->buf, "-c",
+		     "from torch.utils.cpp_extension import verify_ninja_availability as v; v()",
+		     NULL);
+	cp.timeout_ms = 60000;
+	ok = !run_command(&cp) && !cp.exit_code;
+out:
+	child_process_release(&cp);
+	return ok;
+}
+
+static void test_stopped_torch_extension_build_leaves_nothing(void **state)
+{
+	const char *top = getenv("KB_TOP"), *bin = getenv("KB_BIN");
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct strbuf py = STRBUF_INIT, cfg = STRBUF_INIT;
+	char dir[64], pidfile[PATH_MAX], cxx[PATH_MAX], config[PATH_MAX];
+	char op[PATH_MAX], kernel[PATH_MAX], json[PATH_MAX];
+	pid_t pids[MAX_PIDS];
+	int n;
+
+	if (!top || !bin || access(bin, X_OK) || !python_with_torch_and_ninja(top, &py)) {
+		strbuf_release(&py);
+		skip();
+	}
+	make_tmpdir(dir, sizeof(dir));
+	xsnprintf(pidfile, sizeof(pidfile), "%s/pids", dir);
+	xsnprintf(cxx, sizeof(cxx), "%s/g++", dir);   /* torch accepts a "g++" */
+	write_file(cxx, FAKE_CXX, 0755);
+	xsnprintf(config, sizeof(config), "%s/config.ini", dir);
+	strbuf_addf(&cfg, "[core]\nstate_dir = %s/state\n[harness]\npython = %s\n", dir, py.buf);
+	write_file(config, cfg.buf, 0644);
+	xsnprintf(op, sizeof(op), "%s/tests/operators/kb_relu.py", top);
+	xsnprintf(kernel, sizeof(kernel), "%s/tests/kernels/cpu/ext_ok_relu.cpp", top);
+	xsnprintf(json, sizeof(json), "%s/evidence.json", dir);
+
+	strvec_pushl(&cp.args, bin, "verify", "-c", config, op, kernel, "--backend", "cpu",
+		     "--seeds", "1", "--no-timing", "--timeout", "300", "--json", json, NULL);
+	strvec_pushf(&cp.env, "CXX=%s", cxx);
+	strvec_pushf(&cp.env, "KB_FAKE_PIDS=%s", pidfile);
+	cp.dir = top;
+	cp.keep_stdin_open = true;
+	assert_int_equal(start_command(&cp), 0);
+	n = wait_for_pids(pidfile, pids, 4, 120000);
+	kill(cp.pid, SIGTERM);
+	finish_command(&cp, 60000);
+	if (n < 4)
+		fprintf(stderr, "no fake compile started; kernelbot said:\n%s\n%s\n",
+			cp.out.buf, cp.err.buf);
+	assert_int_equal(n, 4);
+	assert_true(cp.exit_code != 128 + SIGKILL); /* it stopped by itself */
+	assert_true(all_gone_then_reap(pids, n));
+	child_process_release(&cp);
+	strbuf_release(&py);
+	strbuf_release(&cfg);
+	kb_rm_rf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -822,6 +1117,12 @@ int main(void)
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_stop_from_thread),
 		cmocka_unit_test(test_stop_from_signal),
+		cmocka_unit_test(test_kill_tree_on_timeout),
+		cmocka_unit_test(test_kill_tree_of_persistent_child),
+		cmocka_unit_test(test_kill_tree_on_stop),
+		cmocka_unit_test(test_kill_tree_after_exit),
+		cmocka_unit_test(test_kill_tree_spares_others),
+		cmocka_unit_test(test_stopped_torch_extension_build_leaves_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,7 +14,22 @@ import kbh_cache
 import kbh_reference
 
 TIMING_SEED = 777
+METHODS = ("auto", "graph", "events")
 _limits_raised = []
+
+
+def timing_method(req):
+    """bench/harness/timing.py's CUDA method: the request's timing "method",
+    else the environment's KB_TIMING_METHOD (a runner-wide override), else
+    "events". An unknown name means "events".
+
+    Not "auto" by default: on the H200 (2026-12-02, test_gpu_timing) the
+    graph method's flush subtraction gave ~4 us kernels medians that moved
+    by up to 79% between two runs (about 2.5 ms of flushes subtracted per
+    sample), where per-call events stayed within 10%. Graph timing stays
+    available on request ("auto" or "graph")."""
+    m = (req.get("timing") or {}).get("method") or os.environ.get("KB_TIMING_METHOD")
+    return m if m in METHODS else "events"
 
 
 def load_bench():
@@ -92,17 +107,21 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
             if backward else []
         fns, comp, why = _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device)
         with torch.no_grad() if not backward else torch.enable_grad():
+            # on the evaluation's own (non-default) stream, which the native
+            # kernel was bound to: graph capture needs both
             res = tmod.measure(fns, device=device.type, warmup=t["warmup"],
                                min_time_ms=t["min_time_ms"], max_reps=t["max_reps"],
-                               l2_flush=t["l2_flush"])
+                               l2_flush=t["l2_flush"], method=timing_method(req))
         if backward:
             flops, nbytes = roof.count(lambda *a: kbh_reference.backward(case, list(a), grads),
                                        case.args)
         else:
             with torch.no_grad():
                 flops, nbytes = roof.count(case.model, case.model_inputs)
+    kres = res.get("kernel") or {}
     entry = {"kernel": res.get("kernel"), "eager": res.get("eager"),
-             "compile": res.get("compile"), "compile_reason": why}
+             "compile": res.get("compile"), "compile_reason": why,
+             "method": kres.get("method"), "method_reason": kres.get("method_reason")}
     entry.update(tmod.speedups(res))
     peaks = roof.peaks(device.type, req.get("peaks_cache"))
     dtype = cfg.out_specs[0][1] if cfg.out_specs else None

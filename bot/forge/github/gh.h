@@ -194,8 +194,8 @@ char *gh_jprint(const cJSON *v);
 
 int gh_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out, bool *not_modified,
 			 struct strbuf *etag, const char *repo, const char *label);
-int gh_label_actor(struct kb_forge *f, char **login_out, const char *repo, int64_t number,
-		   const char *label);
+int gh_label_actor(struct kb_forge *f, char **login_out, int64_t *at_out, const char *repo,
+		   int64_t number, const char *label);
 int gh_permission(struct kb_forge *f, enum kb_forge_perm *out, const char *repo,
 		  const char *login);
 int gh_get_pr(struct kb_forge *f, struct kb_forge_pr *out, const char *repo, int64_t number);
@@ -210,6 +210,8 @@ int gh_find_comment(struct kb_forge *f, struct kb_forge_comment *out, const char
 		    int64_t issue, const char *marker);
 int gh_list_comments(struct kb_forge *f, struct kb_forge_comment_list *out, const char *repo,
 		     int64_t issue, int64_t since);
+int gh_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
+			  bool *not_modified, struct strbuf *etag, const char *repo, int64_t since);
 int gh_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t issue,
 		    const char *body);
 int gh_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id, const char *body);

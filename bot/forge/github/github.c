@@ -41,6 +41,7 @@ static const struct kb_forge_ops gh_ops = {
 	.update_pr = gh_update_pr,
 	.find_comment = gh_find_comment,
 	.list_comments = gh_list_comments,
+	.list_repo_comments = gh_list_repo_comments,
 	.post_comment = gh_post_comment,
 	.edit_comment = gh_edit_comment,
 	.post_review = gh_post_review,

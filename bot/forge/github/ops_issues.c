@@ -94,6 +94,7 @@ out:
 struct actor_search {
 	const char *label;
 	char *login;
+	int64_t at;
 };
 
 static int find_labeled(struct gh *gh, const cJSON *item, void *payload)
@@ -107,16 +108,18 @@ static int find_labeled(struct gh *gh, const cJSON *item, void *payload)
 	if (ev && !strcmp(ev, "labeled") && name && !strcmp(name, s->label) && login) {
 		free(s->login);
 		s->login = xstrdup(login);
+		if (gh_parse_time(gh_jstr(item, "created_at"), &s->at))
+			s->at = 0;
 	}
 	return 0;
 }
 
-int gh_label_actor(struct kb_forge *f, char **login_out, const char *repo, int64_t number,
-		   const char *label)
+int gh_label_actor(struct kb_forge *f, char **login_out, int64_t *at_out, const char *repo,
+		   int64_t number, const char *label)
 {
 	struct gh_req req = GH_REQ_INIT;
 	struct strbuf path = STRBUF_INIT;
-	struct actor_search s = { label, NULL };
+	struct actor_search s = { label, NULL, 0 };
 	int rc;
 
 	strbuf_addf(&path, "/repos/%s/issues/%" PRId64 "/events?per_page=100", repo, number);
@@ -128,6 +131,8 @@ int gh_label_actor(struct kb_forge *f, char **login_out, const char *repo, int64
 	if (!rc) {
 		*login_out = s.login;
 		s.login = NULL;
+		if (at_out)
+			*at_out = s.at;
 	}
 	free(s.login);
 	strbuf_release(&path);
@@ -135,6 +140,30 @@ int gh_label_actor(struct kb_forge *f, char **login_out, const char *repo, int64
 }
 
 /* --- comments --- */
+
+/* ".../issues/123" -> 123; 0 when the URL does not end that way. */
+static int64_t issue_of(const char *issue_url)
+{
+	const char *slash = issue_url ? strrchr(issue_url, '/') : NULL;
+	int64_t n;
+
+	if (!slash || slash - issue_url < 7 || strncmp(slash - 7, "/issues", 7) ||
+	    kb_parse_i64(slash + 1, &n) || n <= 0)
+		return 0;
+	return n;
+}
+
+/* since as GitHub's ISO 8601 time, "&since=..." */
+static void add_since(struct strbuf *path, int64_t since)
+{
+	time_t t = (time_t)since;
+	struct tm tm;
+	char when[32];
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	strbuf_addf(path, "&since=%s", when);
+}
 
 static void comment_from_json(struct kb_forge_comment *c, const cJSON *o)
 {
@@ -149,6 +178,7 @@ static void comment_from_json(struct kb_forge_comment *c, const cJSON *o)
 		c->created_at = t;
 	if (!gh_parse_time(gh_jstr(o, "updated_at"), &t))
 		c->updated_at = t;
+	c->issue = issue_of(gh_jstr(o, "issue_url"));
 }
 
 struct comment_search {
@@ -219,19 +249,46 @@ int gh_list_comments(struct kb_forge *f, struct kb_forge_comment_list *out, cons
 	int rc;
 
 	strbuf_addf(&path, "/repos/%s/issues/%" PRId64 "/comments?per_page=100", repo, issue);
-	if (since > 0) {
-		time_t t = (time_t)since;
-		struct tm tm;
-		char when[32];
-
-		gmtime_r(&t, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		strbuf_addf(&path, "&since=%s", when);
-	}
+	if (since > 0)
+		add_since(&path, since);
 	req.path = path.buf;
 	req.repo = repo;
 	rc = gh_paginate(gh_of(f), &req, collect_comment, out, NULL, NULL);
 	strbuf_release(&path);
+	return rc;
+}
+
+/*
+ * Newest update first: a new or edited comment lands on the first page,
+ * so the first page's ETag alone tells whether anything changed.
+ */
+int gh_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
+			  bool *not_modified, struct strbuf *etag, const char *repo, int64_t since)
+{
+	struct gh_req req = GH_REQ_INIT;
+	struct strbuf path = STRBUF_INIT, new_etag = STRBUF_INIT;
+	struct kb_forge_comment_list list = KB_FORGE_COMMENT_LIST_INIT;
+	int rc;
+
+	strbuf_addf(&path, "/repos/%s/issues/comments?sort=updated&direction=desc&per_page=100",
+		    repo);
+	if (since > 0)
+		add_since(&path, since);
+	req.path = path.buf;
+	req.repo = repo;
+	req.if_none_match = etag->len ? etag->buf : NULL;
+	rc = gh_paginate(gh_of(f), &req, collect_comment, &list, not_modified, &new_etag);
+	if (rc || *not_modified)
+		goto out;
+	kb_forge_comment_list_release(out);
+	*out = list;
+	memset(&list, 0, sizeof(list));
+	strbuf_reset(etag);
+	strbuf_add(etag, new_etag.buf, new_etag.len);
+out:
+	kb_forge_comment_list_release(&list);
+	strbuf_release(&path);
+	strbuf_release(&new_etag);
 	return rc;
 }
 

@@ -353,7 +353,9 @@ static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out
 		}
 		list.v[list.nr].number = lf_jint(pr, "number", 0);
 		list.v[list.nr++].head_sha = sha;
-		xsnprintf(num, sizeof(num), "%" PRId64 ":", lf_jint(pr, "number", 0));
+		/* a new comment changes the poll's answer, as on GitHub (its comments count) */
+		xsnprintf(num, sizeof(num), "%" PRId64 ":%d:", lf_jint(pr, "number", 0),
+			  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pr, "comments")));
 		h = fnv1a(fnv1a(fnv1a(h, num), sha), ";");
 	}
 	/* the ETag is a hash of what the poll sees: equal means nothing to do */
@@ -374,12 +376,13 @@ static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out
 	return 0;
 }
 
-static int lf_label_actor(struct kb_forge *f, char **login_out, const char *repo,
-			  int64_t number, const char *label)
+static int lf_label_actor(struct kb_forge *f, char **login_out, int64_t *at_out,
+			  const char *repo, int64_t number, const char *label)
 {
 	struct lrepo r;
 	const cJSON *pr, *e;
 	const char *login = NULL;
+	int64_t at = 0;
 	int rc = 0;
 
 	if (repo_load(lf_of(f), &r, repo, false, false))
@@ -391,13 +394,18 @@ static int lf_label_actor(struct kb_forge *f, char **login_out, const char *repo
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pr, "events")) {
 		const char *ev = lf_jstr(e, "event"), *l = lf_jstr(e, "label");
 
-		if (ev && l && !strcmp(ev, "labeled") && !strcmp(l, label))
+		if (ev && l && !strcmp(ev, "labeled") && !strcmp(l, label)) {
 			login = lf_jstr(e, "actor");
+			at = lf_jint(e, "created_at", 0);
+		}
 	}
-	if (login)
+	if (login) {
 		*login_out = xstrdup(login);
-	else
+		if (at_out)
+			*at_out = at;
+	} else {
 		rc = KB_ENOTFOUND;
+	}
 out:
 	repo_release(&r);
 	return rc;
@@ -639,6 +647,68 @@ static int lf_list_comments(struct kb_forge *f, struct kb_forge_comment_list *ou
 out:
 	repo_release(&r);
 	return rc;
+}
+
+/* (updated_at desc, id desc): GitHub's sort=updated&direction=desc */
+static int cmp_comment_desc(const void *a, const void *b)
+{
+	const struct kb_forge_comment *x = a, *y = b;
+
+	if (x->updated_at != y->updated_at)
+		return x->updated_at < y->updated_at ? 1 : -1;
+	return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
+}
+
+static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
+				 bool *not_modified, struct strbuf *etag, const char *repo,
+				 int64_t since)
+{
+	struct lrepo r;
+	struct kb_forge_comment_list list = KB_FORGE_COMMENT_LIST_INIT;
+	struct strbuf tag = STRBUF_INIT;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const cJSON *pr, *c;
+
+	if (repo_load(lf_of(f), &r, repo, false, false))
+		return -1;
+	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r.doc, "pulls")) {
+		cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pr, "comments")) {
+			if (lf_jint(c, "updated_at", 0) < since)
+				continue;
+			if (list.nr == list.alloc) {
+				list.alloc = list.alloc ? list.alloc * 2 : 16;
+				list.v = xrealloc(list.v, list.alloc * sizeof(*list.v));
+			}
+			memset(&list.v[list.nr], 0, sizeof(list.v[0]));
+			comment_to_out(c, &list.v[list.nr]);
+			list.v[list.nr++].issue = lf_jint(pr, "number", 0);
+		}
+	}
+	if (list.nr)
+		qsort(list.v, list.nr, sizeof(*list.v), cmp_comment_desc);
+	/* the ETag is a hash of what the answer holds, as GitHub's is */
+	for (size_t i = 0; i < list.nr; i++) {
+		char buf[96];
+
+		xsnprintf(buf, sizeof(buf), "%" PRId64 ":%" PRId64 ":%" PRId64 ";", list.v[i].issue,
+			  list.v[i].id, list.v[i].updated_at);
+		h = fnv1a(fnv1a(h, buf), list.v[i].body ? list.v[i].body : "");
+	}
+	strbuf_addf(&tag, "\"c%016" PRIx64 "\"", h);
+	if (etag->len && !strcmp(etag->buf, tag.buf)) {
+		*not_modified = true;
+		f->stats.not_modified++;
+	} else {
+		kb_forge_comment_list_release(out);
+		*out = list;
+		memset(&list, 0, sizeof(list));
+		strbuf_reset(etag);
+		strbuf_addstr(etag, tag.buf);
+	}
+	kb_forge_comment_list_release(&list);
+	strbuf_release(&tag);
+	repo_release(&r);
+	return 0;
 }
 
 static int lf_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t issue,
@@ -913,6 +983,7 @@ static const struct kb_forge_ops lf_ops = {
 	.update_pr = lf_update_pr,
 	.find_comment = lf_find_comment,
 	.list_comments = lf_list_comments,
+	.list_repo_comments = lf_list_repo_comments,
 	.post_comment = lf_post_comment,
 	.edit_comment = lf_edit_comment,
 	.post_review = lf_post_review,

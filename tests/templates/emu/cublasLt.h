@@ -80,7 +80,20 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
 	switch (a) {
 	case CUBLASLT_MATMUL_DESC_TRANSA: if (n != 4) abort(); memcpy(&d->ta, buf, 4); break;
 	case CUBLASLT_MATMUL_DESC_TRANSB: if (n != 4) abort(); memcpy(&d->tb, buf, 4); break;
-	case CUBLASLT_MATMUL_DESC_EPILOGUE: if (n != 4) abort(); memcpy(&d->epi, buf, 4); break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+		uint32_t e;
+
+		if (n != 4) abort();
+		memcpy(&e, buf, 4);
+		/* only the enum's values: cuBLASLt's epilogue is not a bit set
+		 * (DEFAULT | BIAS = 5 means nothing) */
+		if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_RELU &&
+		    e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU_BIAS &&
+		    e != CUBLASLT_EPILOGUE_GELU && e != CUBLASLT_EPILOGUE_GELU_BIAS)
+			return CUBLAS_STATUS_INVALID_VALUE;
+		memcpy(&d->epi, &e, 4);
+		break;
+	}
 	case CUBLASLT_MATMUL_DESC_BIAS_POINTER: if (n != sizeof(void *)) abort(); memcpy(&d->bias, buf, n); break;
 	default: return CUBLAS_STATUS_INVALID_VALUE;
 	}

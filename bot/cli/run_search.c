@@ -1,0 +1,396 @@
+#include "core/common.h"
+#include "cli/run_search.h"
+#include "cli/cli.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/state.h"
+#include "core/strvec.h"
+#include "core/util.h"
+#include "llm/llm.h"
+#include "report/markdown.h"
+#include "report/run_report.h"
+#include "search/search.h"
+#include "templates/tune.h"
+#include "verifier/evidence.h"
+#include "verifier/harness_client.h"
+
+#include <math.h>
+
+/* The templates get this share of a time budget; the search the rest. */
+#define TEMPLATE_SHARE 0.25
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static cJSON *dup_or_null(const cJSON *v)
+{
+	return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
+}
+
+/* What the templates did, for kernel.json. */
+static cJSON *templates_json(const struct kb_tune_result *t)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "outcome", t->outcome == KB_TUNE_OK ? "verified" :
+				t->outcome == KB_TUNE_NO_TEMPLATE ? "no template" : "none verified");
+	if (t->why)
+		cJSON_AddStringToObject(o, "why", t->why);
+	if (t->outcome == KB_TUNE_OK) {
+		cJSON_AddStringToObject(o, "family", t->family);
+		cJSON_AddStringToObject(o, "kind", t->kind);
+		cJSON_AddStringToObject(o, "point_name", t->points[t->best].name);
+		cJSON_AddItemToObject(o, "point", dup_or_null(t->best_point));
+		cJSON_AddNumberToObject(o, "speedup_eager", round(t->points[t->best].fitness * 1000) / 1000);
+	}
+	cJSON_AddNumberToObject(o, "points_tried", (double)t->nr_points);
+	cJSON_AddNumberToObject(o, "seconds", round(t->seconds * 100) / 100);
+	cJSON_AddBoolToObject(o, "cut_short", t->cut_short);
+	return o;
+}
+
+static cJSON *kernel_json(const struct kb_tune_result *t, const struct kb_search_result *r,
+			  const char *operator_path, const char *operator_name, const char *kernel_file,
+			  const char *backend, const char *pass)
+{
+	cJSON *j = cJSON_CreateObject(), *o;
+	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(r->evidence, "kernelbot");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+
+	cJSON_AddStringToObject(j, "kernelbot", KB_VERSION);
+	cJSON_AddStringToObject(j, "source", kernel_file);
+	cJSON_AddStringToObject(j, "sha256", r->best_sha);
+	cJSON_AddStringToObject(j, "backend", backend);
+	cJSON_AddStringToObject(j, "pass", pass);
+	cJSON_AddStringToObject(j, "device", t->device ? t->device : "");
+	cJSON_AddStringToObject(j, "verdict", kb_evidence_verdict(r->evidence));
+	cJSON_AddItemToObject(j, "summary", dup_or_null(cJSON_GetObjectItemCaseSensitive(r->evidence, "summary")));
+	cJSON_AddStringToObject(j, "proposer", r->best_proposer ? r->best_proposer : "?");
+	o = cJSON_AddObjectToObject(j, "operator");
+	cJSON_AddStringToObject(o, "path", operator_path);
+	cJSON_AddStringToObject(o, "name", operator_name);
+	cJSON_AddStringToObject(o, "sha256", t->op_hash);
+	cJSON_AddItemToObject(j, "build", cJSON_IsObject(build) ? cJSON_Duplicate(build, true) : cJSON_CreateNull());
+	cJSON_AddItemToObject(j, "templates", templates_json(t));
+	cJSON_AddItemToObject(j, "search", dup_or_null(r->summary));
+	return j;
+}
+
+/* Input names in ABI order, from the describe result's first config. */
+static void input_names(const cJSON *describe, struct strvec *out)
+{
+	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(describe, "configs");
+	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
+
+	cJSON_ArrayForEach(in, inputs)
+		strvec_push(out, jstr(in, "name") ? jstr(in, "name") : "");
+}
+
+/* The placeholders the report's template sentence gets, replaced by the search's own. */
+#define MARK_FAMILY "kbsearchfamily"
+#define MARK_KIND "kbsearchkind"
+#define MARK_POINT "kbsearchpoint"
+
+/*
+ * report.md as the template path writes it, with the search's facts: the
+ * "built-in template" sentence names the proposer instead (unless the
+ * template's kernel won) and the search section goes before the
+ * environment.
+ */
+static int patch_report(const char *dir, const struct kb_search_result *r, bool template_won)
+{
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT, sb = STRBUF_INIT, needle = STRBUF_INIT;
+	const char *tuning, *env;
+	int rc = -1;
+
+	strbuf_addf(&path, "%s/report.md", dir);
+	if (strbuf_read_file(&text, path.buf, 4u << 20) < 0) {
+		error("could not read '%s'", path.buf);
+		goto out;
+	}
+	if (!template_won) {
+		strbuf_addstr(&needle, "Built-in " MARK_FAMILY " template (" MARK_KIND "), point ");
+		kb_md_code(&needle, MARK_POINT, false);
+		strbuf_addstr(&sb, "Found by the LLM search: candidate ");
+		strbuf_addf(&sb, "%lld (", (long long)r->best_candidate_id);
+		kb_md_escape(&sb, r->best_proposer ? r->best_proposer : "?");
+		if (r->best_model) {
+			strbuf_addstr(&sb, " by ");
+			kb_md_code(&sb, r->best_model, false);
+		}
+		strbuf_addstr(&sb, ")");
+		strbuf_replace_all(&text, needle.buf, sb.buf);
+		/* the template's tuning table says nothing about this kernel */
+		tuning = strstr(text.buf, "\n## Tuning\n");
+		env = tuning ? strstr(tuning, "\n## Environment\n") : NULL;
+		if (tuning && env) {
+			size_t a = (size_t)(tuning - text.buf), b = (size_t)(env - text.buf);
+
+			strbuf_reset(&sb);
+			strbuf_add(&sb, text.buf, a);
+			strbuf_addstr(&sb, text.buf + b);
+			strbuf_reset(&text);
+			strbuf_addstr(&text, sb.buf);
+		}
+	}
+	strbuf_reset(&sb);
+	kb_search_report_markdown(&sb, r->summary);
+	env = strstr(text.buf, "\n## Environment\n");
+	if (env) {
+		size_t a = (size_t)(env - text.buf);
+		struct strbuf out = STRBUF_INIT;
+
+		strbuf_add(&out, text.buf, a);
+		strbuf_addstr(&out, sb.buf);
+		strbuf_addstr(&out, text.buf + a);
+		strbuf_reset(&text);
+		strbuf_addstr(&text, out.buf);
+		strbuf_release(&out);
+	} else {
+		strbuf_addstr(&text, sb.buf);
+	}
+	rc = kb_write_file_atomic(path.buf, text.buf, text.len);
+	if (rc)
+		error_errno("could not write '%s'", path.buf);
+out:
+	strbuf_release(&path);
+	strbuf_release(&text);
+	strbuf_release(&sb);
+	strbuf_release(&needle);
+	return rc;
+}
+
+static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_result *t,
+			 const struct kb_search_result *r, const char *operator_path, const char *out_dir,
+			 const char *backend, const char *pass, int64_t seeds)
+{
+	struct strbuf name = STRBUF_INIT, kernel_file = STRBUF_INIT, reference = STRBUF_INIT, base = STRBUF_INIT;
+	struct strvec names = STRVEC_INIT;
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(t->describe, "operator");
+	const cJSON *verdicts = cJSON_GetObjectItemCaseSensitive(r->summary, "verdicts");
+	const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r->summary, "candidates");
+	const cJSON *nv = cJSON_GetObjectItemCaseSensitive(verdicts, "verified");
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r->summary, "wall_s");
+	bool template_won = r->best_proposer && !strcmp(r->best_proposer, "template") && t->outcome == KB_TUNE_OK;
+	struct kb_run_output o = { 0 };
+	struct strbuf point = STRBUF_INIT;
+	int rc;
+
+	kb_operator_name(operator_path, &name);
+	strbuf_addf(&kernel_file, "kernel%s", !strcmp(backend, "cuda") ? ".cu" : ".cpp");
+	strbuf_addstr(&base, operator_path);
+	while (base.len > 1 && base.buf[base.len - 1] == '/')
+		strbuf_setlen(&base, base.len - 1);
+	strbuf_addf(&reference, "reference/%s", strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
+	input_names(t->describe, &names);
+
+	o.dir = out_dir;
+	o.source = r->best_source.buf;
+	o.source_len = r->best_source.len;
+	o.kernel_json = kernel_json(t, r, operator_path, name.buf, kernel_file.buf, backend, pass);
+	o.abi_header = vf->dd.abi_header;
+	o.dlpack_include = vf->dd.dlpack_include;
+	o.report.operator_path = operator_path;
+	o.report.operator_name = name.buf;
+	o.report.out_dir = out_dir;
+	o.report.kernel_file = kernel_file.buf;
+	o.report.backend = backend;
+	o.report.pass = pass;
+	o.report.seeds = seeds;
+	o.report.evidence = r->evidence;
+	if (template_won) {
+		o.report.tuning.family = t->family;
+		o.report.tuning.kind = t->kind;
+		o.report.tuning.point = t->points[t->best].name;
+		o.report.tuning.space_size = t->space_size;
+		o.report.tuning.tried = t->nr_points;
+		for (size_t i = 0; i < t->nr_points; i++)
+			o.report.tuning.verified += t->points[i].state == KB_TP_VERIFIED;
+		o.report.tuning.built = t->built;
+		o.report.tuning.timed = t->timed;
+		o.report.tuning.cache_hits = t->cache_hits;
+		o.report.tuning.all_cached = t->all_cached;
+		o.report.tuning.final_cached = t->final_cached;
+		o.report.tuning.seconds = t->seconds;
+		o.report.tuning.cut_short = t->cut_short;
+	} else {
+		strbuf_addf(&point, "candidate %lld", (long long)r->best_candidate_id);
+		o.report.tuning.family = MARK_FAMILY;
+		o.report.tuning.kind = MARK_KIND;
+		o.report.tuning.point = MARK_POINT;
+		o.report.tuning.tried = cJSON_IsNumber(nc) ? (size_t)nc->valuedouble : 0;
+		o.report.tuning.verified = cJSON_IsNumber(nv) ? (size_t)nv->valuedouble : 0;
+		o.report.tuning.seconds = cJSON_IsNumber(ws) ? ws->valuedouble : 0;
+	}
+	o.binding.operator_name = name.buf;
+	o.binding.kernel_file = kernel_file.buf;
+	o.binding.backend = backend;
+	o.binding.format = jstr(op, "format") ? jstr(op, "format") : (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
+	o.binding.reference = reference.buf;
+	o.binding.input_names = (const char *const *)names.v;
+	o.binding.nr_inputs = names.nr;
+	o.binding.has_backward = !strcmp(pass, "backward");
+	rc = kb_run_write_dir(&o);
+	if (!rc)
+		rc = patch_report(out_dir, r, template_won);
+
+	cJSON_Delete((cJSON *)o.kernel_json);
+	strbuf_release(&name);
+	strbuf_release(&kernel_file);
+	strbuf_release(&reference);
+	strbuf_release(&base);
+	strbuf_release(&point);
+	strvec_clear(&names);
+	return rc;
+}
+
+static void print_summary(const struct kb_search_result *r)
+{
+	const cJSON *s = r->summary;
+	const cJSON *llm = cJSON_GetObjectItemCaseSensitive(s, "llm");
+	const cJSON *vf = cJSON_GetObjectItemCaseSensitive(s, "verifiers");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(vf, "precision");
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(vf, "recall");
+	const char *grid = jstr(s, "archive_grid");
+
+#define N(o, k) (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k)) ? \
+		 cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble : 0)
+	printf("search %lld%s: %.0f candidates, %.0f verified, %.0f generations, %.0f model calls "
+	       "(%.0f tokens, $%.4f), %.1f s\n", (long long)r->search_id,
+	       r->cached ? " (finished earlier)" : r->resumed ? " (resumed)" : "", N(s, "candidates"),
+	       N(s, "verified"), N(s, "generations"), N(llm, "calls"),
+	       N(llm, "prompt_tokens") + N(llm, "completion_tokens"), N(llm, "cost_usd"), N(s, "wall_s"));
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(vf, "enabled"))) {
+		printf("llm verifiers: precision ");
+		if (cJSON_IsNumber(p))
+			printf("%.2f", p->valuedouble);
+		else
+			printf("n/a");
+		printf(", recall ");
+		if (cJSON_IsNumber(rc))
+			printf("%.2f", rc->valuedouble);
+		else
+			printf("n/a");
+		printf(" (tp %.0f, fp %.0f, fn %.0f, tn %.0f)\n", N(vf, "tp"), N(vf, "fp"), N(vf, "fn"), N(vf, "tn"));
+	}
+#undef N
+	if (r->cut_short)
+		printf("cut short: %s\n", r->cut_short);
+	if (grid)
+		printf("\n%s%s", grid, grid[0] && grid[strlen(grid) - 1] == '\n' ? "" : "\n");
+}
+
+int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const struct kb_tune_opts *to,
+		   const char *out_dir, const struct cli_search_args *args)
+{
+	struct kb_tune_opts topts = *to;
+	struct kb_tune_result tres;
+	struct kb_search_result sres;
+	struct kb_search_opts so = { 0 };
+	struct kb_search_seed seed = { 0 };
+	struct kb_state *st = NULL;
+	struct kb_llm_client *llm = NULL;
+	struct strbuf label = STRBUF_INIT, status = STRBUF_INIT;
+	const char *op = to->operator_path, *pass = to->pass ? to->pass : "forward";
+	int c, rc = KB_EXIT_USAGE;
+
+	kb_tune_result_init(&tres);
+	kb_search_result_init(&sres);
+	if (to->deadline_ms) {
+		int64_t left = to->deadline_ms - kb_now_ms();
+
+		topts.deadline_ms = kb_now_ms() + (int64_t)((double)(left > 0 ? left : 0) * TEMPLATE_SHARE);
+	}
+	/* the templates first: their best seeds the search, and kb_tune describes the operator */
+	c = kb_tune(vf, &topts, &tres);
+	if (c == KB_ECANCELLED) {
+		fprintf(stderr, "kernelbot run: interrupted\n");
+		goto out;
+	}
+	if (c) {
+		fprintf(stderr, "kernelbot run: could not analyse '%s' (see the error above)\n", op);
+		goto out;
+	}
+	if (tres.outcome == KB_TUNE_OPERATOR_ERROR || !tres.describe) {
+		fprintf(stderr, "kernelbot run: %s\n", tres.why ? tres.why : "the operator could not be described");
+		goto out;
+	}
+	if (tres.outcome == KB_TUNE_OK) {
+		strbuf_addf(&label, "%s template (%s), point %s", tres.family, tres.kind, tres.points[tres.best].name);
+		seed.source = tres.best_source.buf;
+		seed.label = label.buf;
+		seed.fitness = tres.points[tres.best].fitness;
+		seed.evidence = tres.evidence;
+		so.seeds = &seed;
+		so.nr_seeds = 1;
+	} else {
+		kb_progress_note(to->progress, "templates: %s", tres.why ? tres.why : "none apply");
+	}
+
+	if (kb_mkdir_p(out_dir, 0755)) {
+		error_errno("could not create the output directory '%s'", out_dir);
+		goto out;
+	}
+	strbuf_addf(&status, "%s/search.json", out_dir);
+	if (kb_state_open(&st, cfg->state_dir))
+		goto out;
+	c = kb_llm_client_new(&llm, cfg);
+	if (c) {
+		fprintf(stderr, "kernelbot run: could not set up the models of [llm] (see the error above)\n");
+		goto out;
+	}
+	so.operator_path = op;
+	so.pass = pass;
+	so.backend = to->backend;
+	so.describe = tres.describe;
+	so.seed = args ? args->seed : 0;
+	so.fresh = args && args->fresh;
+	so.deadline_ms = to->deadline_ms;
+	so.final_seeds = to->seeds;
+	so.status_path = status.buf;
+	so.progress = to->progress;
+	c = kb_search_run(vf, st, llm, &so, &sres);
+	if (c == KB_ECANCELLED) {
+		fprintf(stderr, "kernelbot run: interrupted (the search resumes when run again)\n");
+		goto out;
+	}
+	if (c) {
+		fprintf(stderr, "kernelbot run: the search of '%s' failed (see the error above); run again to resume it\n", op);
+		goto out;
+	}
+	if (sres.outcome != KB_SEARCH_OK) {
+		fprintf(stderr, "kernelbot run: no verified kernel for '%s': %s\n", op, sres.why ? sres.why : "");
+		print_summary(&sres);
+		rc = KB_EXIT_NO;
+		goto out;
+	}
+	if (write_outputs(vf, &tres, &sres, op, out_dir, kb_backend_name(to->backend), pass,
+			  to->seeds > 0 ? to->seeds : cfg->seeds)) {
+		fprintf(stderr, "kernelbot run: could not write the results to '%s'\n", out_dir);
+		goto out;
+	}
+	printf("verified kernel for '%s': llm search, candidate %lld (%s%s%s)\n", op, (long long)sres.best_candidate_id,
+	       sres.best_proposer, sres.best_model ? " by " : "", sres.best_model ? sres.best_model : "");
+	kb_evidence_print_summary(sres.evidence, stdout);
+	printf("\n");
+	kb_evidence_print_table(sres.evidence, stdout);
+	printf("\n");
+	print_summary(&sres);
+	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py search.json\n", out_dir,
+	       to->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp");
+	rc = KB_EXIT_OK;
+out:
+	fflush(stdout);
+	kb_llm_client_free(llm);
+	kb_state_close(st);
+	kb_tune_result_release(&tres);
+	kb_search_result_release(&sres);
+	strbuf_release(&label);
+	strbuf_release(&status);
+	return rc;
+}

@@ -1,0 +1,1153 @@
+#include "core/common.h"
+#include "search/search_priv.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/signals.h"
+#include "core/state.h"
+#include "core/util.h"
+#include "search/behavior.h"
+#include "search/extract.h"
+#include "search/rng.h"
+#include "templates/tune.h"
+#include "verifier/evidence.h"
+#include "verifier/harness_client.h"
+#include "verifier/harness_worker.h"
+
+#include <math.h>
+
+void kb_search_result_init(struct kb_search_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	strbuf_init(&r->best_source, 0);
+}
+
+void kb_search_result_release(struct kb_search_result *r)
+{
+	free(r->why);
+	free(r->cut_short);
+	free(r->best_proposer);
+	free(r->best_model);
+	strbuf_release(&r->best_source);
+	cJSON_Delete(r->evidence);
+	cJSON_Delete(r->summary);
+	kb_search_result_init(r);
+}
+
+double srch_wall_s(const struct srch *s)
+{
+	return s->wall_before + (double)(kb_now_ms() - s->t0_ms) / 1000.0;
+}
+
+void srch_cut_short(struct srch *s, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	if (s->cut_short)
+		return;
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	s->cut_short = strbuf_detach(&sb, NULL);
+	kb_progress_note(s->pg, "cut short: %s; finishing with the best so far", s->cut_short);
+}
+
+#define MAX_DIAGNOSES 24
+
+void srch_diagnose(struct srch *s, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	if (sb.len > 300) {
+		strbuf_setlen(&sb, 297);
+		strbuf_addstr(&sb, "...");
+	}
+	if (s->diagnoses.nr == MAX_DIAGNOSES) {
+		/* keep the most recent ones */
+		free((char *)s->diagnoses.v[0]);
+		memmove(s->diagnoses.v, s->diagnoses.v + 1, (s->diagnoses.nr - 1) * sizeof(*s->diagnoses.v));
+		s->diagnoses.v[--s->diagnoses.nr] = NULL;
+	}
+	strvec_push(&s->diagnoses, sb.buf);
+	strbuf_release(&sb);
+}
+
+struct kb_prompt *srch_prompt(const struct srch *s, int64_t id)
+{
+	for (size_t i = 0; i < s->nr_prompts; i++)
+		if (s->prompts[i].id == id)
+			return &s->prompts[i];
+	return NULL;
+}
+
+static struct kb_prompt *prompt_push(struct srch *s)
+{
+	if (s->nr_prompts == s->alloc_prompts) {
+		s->alloc_prompts = s->alloc_prompts ? 2 * s->alloc_prompts : 8;
+		s->prompts = xrealloc(s->prompts, s->alloc_prompts * sizeof(*s->prompts));
+	}
+	kb_prompt_init(&s->prompts[s->nr_prompts]);
+	return &s->prompts[s->nr_prompts++];
+}
+
+static int section_index(const char *name)
+{
+	for (int i = 0; i < KB_PROMPT_NR_SECTIONS; i++)
+		if (!strcmp(kb_prompt_section_names[i], name))
+			return i;
+	return -1;
+}
+
+/* The prompt's section (the seed file's text when it has none). */
+static const char *section(const struct srch *s, const struct kb_prompt *p, const char *name)
+{
+	int i = section_index(name);
+
+	if (p && i >= 0 && p->sections[i] && *p->sections[i])
+		return p->sections[i];
+	if (!strcmp(name, "strategies"))
+		return s->tmpl[T_STRATEGIES].buf;
+	if (!strcmp(name, "pitfalls"))
+		return s->tmpl[T_PITFALLS].buf;
+	return s->tmpl[T_ANALYSIS].buf;
+}
+
+static void sections_vars(const struct srch *s, const struct kb_prompt *p, struct kb_prompt_vars *v)
+{
+	kb_prompt_var(v, "strategies", section(s, p, "strategies"));
+	kb_prompt_var(v, "pitfalls", section(s, p, "pitfalls"));
+	kb_prompt_var(v, "analysis", section(s, p, "analysis"));
+}
+
+/* The seed meta-prompt, from strategies.md, pitfalls.md and analysis.md. */
+static struct kb_prompt *seed_prompt(struct srch *s)
+{
+	struct kb_prompt *p = prompt_push(s);
+
+	for (int i = 0; i < KB_PROMPT_NR_SECTIONS; i++)
+		p->sections[i] = xstrdup(section(s, NULL, kb_prompt_section_names[i]));
+	return p;
+}
+
+/* --- proposing --- */
+
+enum kind { K_TRANSLATE, K_MUTATE, K_CROSSOVER };
+
+static const char *kind_name(enum kind k)
+{
+	return k == K_TRANSLATE ? "translate" : k == K_MUTATE ? "mutate" : "crossover";
+}
+
+/* Variables describing a parent kernel: NAME_source, NAME_speedup, NAME_behavior, NAME_evidence. */
+static void parent_vars(const struct srch *s, const struct kb_search_cand *c, const char *name,
+			struct kb_prompt_vars *v)
+{
+	struct strbuf sb = STRBUF_INIT, key = STRBUF_INIT;
+
+	strbuf_addf(&key, "%s_source", name);
+	kb_prompt_var(v, key.buf, c->source);
+	strbuf_reset(&key);
+	strbuf_addf(&key, "%s_speedup", name);
+	srch_fmt_speedup(c->speedup, &sb);
+	kb_prompt_var(v, key.buf, sb.buf);
+	strbuf_reset(&sb);
+	strbuf_reset(&key);
+	strbuf_addf(&key, "%s_behavior", name);
+	srch_fmt_behavior(c->cell, &sb);
+	kb_prompt_var(v, key.buf, sb.buf);
+	strbuf_reset(&sb);
+	strbuf_reset(&key);
+	strbuf_addf(&key, "%s_evidence", name);
+	srch_evidence_text(c, &sb);
+	kb_prompt_var(v, key.buf, sb.buf);
+	strbuf_release(&sb);
+	strbuf_release(&key);
+	(void)s;
+}
+
+/* The inspirations block: one rendered inspiration.md per kernel. */
+static int inspirations_text(struct srch *s, const int64_t *ids, size_t n, int64_t skip, struct strbuf *out)
+{
+	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
+	struct strbuf one = STRBUF_INIT, sb = STRBUF_INIT;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct kb_search_cand *c = srch_cand(s, ids[i]);
+
+		if (!c || c->id == skip)
+			continue;
+		kb_prompt_varf(&v, "id", "#%lld", (long long)c->id);
+		strbuf_reset(&sb);
+		srch_fmt_speedup(c->speedup, &sb);
+		kb_prompt_var(&v, "speedup", sb.buf);
+		strbuf_reset(&sb);
+		srch_fmt_behavior(c->cell, &sb);
+		kb_prompt_var(&v, "behavior", sb.buf);
+		kb_prompt_var(&v, "source", c->source);
+		rc = srch_render(s, T_INSPIRATION, &v, &one);
+		if (!rc) {
+			strbuf_trim(&one);
+			strbuf_addf(out, "%s%s\n", out->len ? "\n" : "", one.buf);
+		}
+	}
+	kb_prompt_vars_release(&v);
+	strbuf_release(&one);
+	strbuf_release(&sb);
+	return rc;
+}
+
+/* The slot's plan: kind, parents, prompt; drawn from an rng of (seed, g, island, slot) only. */
+struct plan {
+	enum kind kind;
+	struct kb_search_cand *parent, *second;
+	struct kb_prompt *prompt;
+	int64_t insp[16];
+	size_t nr_insp;
+};
+
+static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, struct plan *pl)
+{
+	struct strbuf tag = STRBUF_INIT;
+	struct kb_select_mix mix = {
+		.explore = s->cfg->search_explore, .exploit = s->cfg->search_exploit, .tournament = 0,
+	};
+	uint64_t r;
+	double u;
+	size_t want = s->cfg->search_inspirations > 0 ? (size_t)s->cfg->search_inspirations : 0;
+	enum kb_select_kind how;
+	int cell;
+
+	memset(pl, 0, sizeof(*pl));
+	strbuf_addf(&tag, "slot/g%lld/i%zu/k%lld", (long long)g, island, (long long)slot);
+	r = srch_rng_for(s, tag.buf);
+	strbuf_release(&tag);
+	u = kb_rng_double(&r);
+	if (s->nr_prompts) {
+		size_t pi = kb_metaprompt_select(s->prompts, s->nr_prompts, s->cfg->search_prompt_temperature,
+						 s->cfg->search_prompt_exploration, &r);
+
+		pl->prompt = &s->prompts[pi];
+		pl->prompt->uses++;
+	}
+	pl->kind = K_TRANSLATE;
+	if (g == 0 || !kb_archive_filled(&s->archive, island) ||
+	    kb_archive_select(&s->archive, island, &mix, &r, &cell, &how))
+		return;
+	pl->parent = srch_cand(s, kb_archive_get(&s->archive, island, cell)->candidate_id);
+	if (!pl->parent)
+		return;
+	if (want > ARRAY_SIZE(pl->insp))
+		want = ARRAY_SIZE(pl->insp);
+	/* one more than shown, so a crossover partner leaves the others */
+	pl->nr_insp = kb_archive_inspirations(&s->archive, island, cell, want + 1 < ARRAY_SIZE(pl->insp) ? want + 1 : want,
+					      &r, pl->insp);
+	pl->kind = K_MUTATE;
+	/*
+	 * Whether a slot is a crossover must not depend on fitness (timings
+	 * differ between a run and its replay, and the kind is part of the
+	 * call key): two filled cells anywhere always hold a second parent.
+	 */
+	if (u < s->cfg->search_crossover && kb_archive_filled(&s->archive, SIZE_MAX) >= 2) {
+		for (size_t i = 0; i < pl->nr_insp && !pl->second; i++)
+			if (pl->insp[i] != pl->parent->id)
+				pl->second = srch_cand(s, pl->insp[i]);
+		for (size_t i = 0; i < s->archive.nr_islands * KB_BEHAVIOR_CELLS && !pl->second; i++) {
+			int64_t id = s->archive.cells[i].candidate_id;
+
+			if (id && id != pl->parent->id)
+				pl->second = srch_cand(s, id);
+		}
+		if (pl->second)
+			pl->kind = K_CROSSOVER;
+	}
+	if (pl->nr_insp > want)
+		pl->nr_insp = want;
+	log_debug("search: g%lld island %zu slot %lld: %s, parent %lld by %s", (long long)g, island,
+		  (long long)slot, kind_name(pl->kind), (long long)pl->parent->id, kb_select_kind_name(how));
+}
+
+/*
+ * Ask the model for the slot's kernel and register it; *out NULL when
+ * the slot produced nothing new. 0, KB_ECANCELLED, -1 (a failed call or
+ * a budget is not an error: the slot just yields nothing).
+ */
+static int propose(struct srch *s, int64_t g, size_t island, int64_t slot, const struct plan *pl,
+		   struct kb_search_cand **out)
+{
+	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
+	struct strbuf prompt = STRBUF_INIT, sb = STRBUF_INIT, code = STRBUF_INIT, why = STRBUF_INIT;
+	struct strbuf key = STRBUF_INIT;
+	struct kb_llm_reply reply;
+	struct kb_search_cand *c;
+	enum srch_tmpl t = pl->kind == K_TRANSLATE ? T_TRANSLATE : pl->kind == K_MUTATE ? T_MUTATE : T_CROSSOVER;
+	int rc;
+
+	*out = NULL;
+	kb_llm_reply_init(&reply);
+	sections_vars(s, pl->prompt, &v);
+	if (pl->parent) {
+		parent_vars(s, pl->parent, "parent", &v);
+		srch_resources_text(s, pl->parent, &sb);
+		kb_prompt_var(&v, "resources", sb.buf);
+		strbuf_reset(&sb);
+		srch_hints_text(s, pl->parent, &sb);
+		kb_prompt_var(&v, "hints", sb.buf);
+		strbuf_reset(&sb);
+		if (inspirations_text(s, pl->insp, pl->nr_insp, pl->second ? pl->second->id : 0, &sb)) {
+			rc = -1;
+			goto out;
+		}
+		kb_prompt_var(&v, "inspirations", sb.buf);
+		kb_prompt_var(&v, "direction", "");
+	}
+	if (pl->second)
+		parent_vars(s, pl->second, "second", &v);
+	if (srch_render(s, t, &v, &prompt)) {
+		rc = -1;
+		goto out;
+	}
+	rc = srch_ask(s, g, (int64_t)island, slot, kind_name(pl->kind), 0, SIZE_MAX, prompt.buf, &reply, &key);
+	if (rc == KB_ECANCELLED || rc == -1)
+		goto out;
+	if (rc) {
+		rc = 0;
+		goto out;
+	}
+	if (srch_extract(reply.text.buf, &code, &why)) {
+		kb_progress_note(s->pg, "%s reply (%s): %s", kind_name(pl->kind), reply.model, why.buf);
+		srch_diagnose(s, "a %s reply had no usable kernel: %s", kind_name(pl->kind), why.buf);
+		goto out;
+	}
+	c = srch_cand_new(s, kind_name(pl->kind), code.buf, g, (int64_t)island, slot, 0);
+	c->model = xstrdup(reply.model);
+	c->call_key = xstrdup(key.buf);
+	c->parent_id = pl->parent ? pl->parent->id : 0;
+	c->second_parent_id = pl->second ? pl->second->id : 0;
+	c->prompt_id = pl->prompt ? pl->prompt->id : 0;
+	rc = srch_register(s, c, out);
+out:
+	kb_llm_reply_release(&reply);
+	kb_prompt_vars_release(&v);
+	strbuf_release(&prompt);
+	strbuf_release(&sb);
+	strbuf_release(&code);
+	strbuf_release(&why);
+	strbuf_release(&key);
+	return rc;
+}
+
+static bool repairable(const struct kb_search_cand *c)
+{
+	return !strcmp(c->verdict, "build") || !strcmp(c->verdict, "static") || !strcmp(c->verdict, "rejected");
+}
+
+/* A repair of c (round), registered into *out (NULL: nothing new). */
+static int repair_one(struct srch *s, struct kb_search_cand *c, int64_t round, struct kb_search_cand **out)
+{
+	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
+	struct strbuf prompt = STRBUF_INIT, err = STRBUF_INIT, kind = STRBUF_INIT, code = STRBUF_INIT;
+	struct strbuf why = STRBUF_INIT, key = STRBUF_INIT;
+	struct kb_llm_reply reply;
+	struct kb_search_cand *r;
+	int rc;
+
+	*out = NULL;
+	kb_llm_reply_init(&reply);
+	srch_failure_text(c, &err, &kind);
+	sections_vars(s, c->prompt_id ? srch_prompt(s, c->prompt_id) : NULL, &v);
+	kb_prompt_var(&v, "candidate_source", c->source);
+	kb_prompt_var(&v, "error", err.buf);
+	kb_prompt_var(&v, "failure_kind", kind.buf);
+	if (srch_render(s, T_REPAIR, &v, &prompt)) {
+		rc = -1;
+		goto out;
+	}
+	rc = srch_ask(s, c->generation, c->island, c->slot, "repair", round, SIZE_MAX, prompt.buf, &reply, &key);
+	if (rc == KB_ECANCELLED || rc == -1)
+		goto out;
+	if (rc) {
+		rc = 0;
+		goto out;
+	}
+	if (srch_extract(reply.text.buf, &code, &why)) {
+		kb_progress_note(s->pg, "repair reply (%s): %s", reply.model, why.buf);
+		srch_diagnose(s, "a repair reply had no usable kernel: %s", why.buf);
+		goto out;
+	}
+	r = srch_cand_new(s, "repair", code.buf, c->generation, c->island, c->slot, round);
+	r->model = xstrdup(reply.model);
+	r->call_key = xstrdup(key.buf);
+	r->parent_id = c->id;
+	r->prompt_id = c->prompt_id;
+	rc = srch_register(s, r, out);
+out:
+	kb_llm_reply_release(&reply);
+	kb_prompt_vars_release(&v);
+	strbuf_release(&prompt);
+	strbuf_release(&err);
+	strbuf_release(&kind);
+	strbuf_release(&code);
+	strbuf_release(&why);
+	strbuf_release(&key);
+	return rc;
+}
+
+/* Evaluate batch, then repair what failed, round after round. */
+static int process_with_repairs(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+{
+	struct kb_search_cand **cur = xcalloc(n ? n : 1, sizeof(*cur)), **next = NULL;
+	size_t nr = n;
+	int rc;
+
+	if (n)
+		memcpy(cur, batch, n * sizeof(*cur));
+	rc = srch_process(s, cur, nr, stage);
+	for (int64_t round = 1; !rc && round <= s->cfg->search_repair_rounds && nr; round++) {
+		size_t m = 0;
+
+		next = xcalloc(nr, sizeof(*next));
+		for (size_t i = 0; i < nr && !rc; i++) {
+			struct kb_search_cand *r = NULL;
+
+			if (!repairable(cur[i]) || s->cut_short)
+				continue;
+			rc = repair_one(s, cur[i], round, &r);
+			if (!rc && r)
+				next[m++] = r;
+		}
+		free(cur);
+		cur = next;
+		next = NULL;
+		nr = m;
+		if (!rc && nr)
+			rc = srch_process(s, cur, nr, stage);
+	}
+	free(cur);
+	free(next);
+	return rc;
+}
+
+/* --- generations --- */
+
+/* Store the generation's archive, prompts, history and counters together; g is done. */
+static int commit(struct srch *s, int64_t g)
+{
+	int rc = -1;
+
+	if (kb_state_begin(s->st))
+		return -1;
+	if (kb_search_db_archive_save(s->st, s->row.id, &s->archive))
+		goto out;
+	for (size_t i = 0; i < s->nr_prompts; i++) {
+		struct kb_prompt *p = &s->prompts[i];
+
+		if (p->id ? kb_search_db_prompt_update(s->st, p) : kb_search_db_prompt_insert(s->st, s->row.id, g, p))
+			goto out;
+	}
+	for (size_t i = s->hist_stored; i < s->nr_hist; i++)
+		if (kb_search_db_history_add(s->st, s->row.id, s->hist[i].t_s, s->hist[i].best,
+					     s->hist[i].candidate_id))
+			goto out;
+	s->row.generation = g + 1;
+	kb_rng_u64(&s->row.rng);
+	s->row.best_candidate_id = s->best_id;
+	s->row.wall_s = srch_wall_s(s);
+	if (kb_search_db_checkpoint(s->st, &s->row))
+		goto out;
+	rc = kb_state_commit(s->st);
+out:
+	if (rc) {
+		/* the search stops here: a rerun resumes from the last stored generation */
+		kb_state_rollback(s->st);
+		return rc;
+	}
+	s->hist_stored = s->nr_hist;
+	srch_write_status(s, NULL);
+	return 0;
+}
+
+/* The templates' best kernels: verified before the search, elites of every island. */
+static int plant_seeds(struct srch *s)
+{
+	struct strbuf key = STRBUF_INIT;
+	int rc = 0;
+
+	for (size_t n = 0; n < s->o->nr_seeds && !rc; n++) {
+		const struct kb_search_seed *sd = &s->o->seeds[n];
+		struct kb_search_cand *c, *got = NULL;
+		struct kb_behavior b;
+
+		if (!sd->source || !(sd->fitness > 0))
+			continue;
+		c = srch_cand_new(s, "template", sd->source, 0, 0, (int64_t)n, 0);
+		strbuf_reset(&key);
+		kb_search_call_key(&key, s->call_base, 0, 0, (int64_t)n, "template", 0);
+		c->call_key = xstrdup(key.buf);
+		kb_strlcpy(c->verdict, "verified", sizeof(c->verdict));
+		c->speedup = sd->fitness;
+		if (sd->evidence) {
+			const cJSON *sum = cJSON_GetObjectItemCaseSensitive(sd->evidence, "summary");
+			const cJSON *gc = cJSON_GetObjectItemCaseSensitive(sum, "geomean_speedup_compile");
+			const cJSON *kb = cJSON_GetObjectItemCaseSensitive(sd->evidence, "kernelbot");
+			const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+
+			c->evidence = cJSON_Duplicate(sd->evidence, true);
+			cJSON_DeleteItemFromObjectCaseSensitive(c->evidence, "log_tail");
+			c->speedup_compile = cJSON_IsNumber(gc) ? gc->valuedouble : NAN;
+			if (cJSON_IsObject(build))
+				c->build_info = cJSON_Duplicate(build, true);
+		}
+		kb_behavior_score(sd->source, s->o->backend, &b);
+		c->cell = kb_behavior_cell(&b);
+		rc = srch_register(s, c, &got);
+		if (rc || !got || strcmp(got->verdict, "verified") || !isfinite(got->speedup))
+			continue;
+		for (size_t i = 0; i < s->nr_islands; i++)
+			kb_archive_offer(&s->archive, i, got->cell, got->id, got->speedup);
+		if (got->speedup > s->best_fitness) {
+			s->best_fitness = got->speedup;
+			s->best_id = got->id;
+			if (s->nr_hist == s->alloc_hist) {
+				s->alloc_hist = s->alloc_hist ? 2 * s->alloc_hist : 16;
+				s->hist = xrealloc(s->hist, s->alloc_hist * sizeof(*s->hist));
+			}
+			s->hist[s->nr_hist++] = (struct srch_hist){ srch_wall_s(s), got->speedup, got->id };
+		}
+		kb_progress_note(s->pg, "seed #%lld: %s, %.2fx", (long long)got->id,
+				 sd->label ? sd->label : "template", got->speedup);
+	}
+	strbuf_release(&key);
+	return rc;
+}
+
+static struct kb_search_cand **batch_push(struct kb_search_cand **v, size_t *n, size_t *alloc,
+					  struct kb_search_cand *c)
+{
+	if (*n == *alloc) {
+		*alloc = *alloc ? 2 * *alloc : 16;
+		v = xrealloc(v, *alloc * sizeof(*v));
+	}
+	v[(*n)++] = c;
+	return v;
+}
+
+/* Translation: the seeds, then [search] initial first kernels spread over the islands. */
+static int translate(struct srch *s)
+{
+	struct kb_search_cand **batch = NULL;
+	size_t n = 0, alloc = 0;
+	int64_t initial = s->cfg->search_initial > 0 ? s->cfg->search_initial : (int64_t)s->nr_islands;
+	int rc;
+
+	s->generation = 0;
+	kb_progress_stage(s->pg, "translate", (size_t)initial);
+	rc = plant_seeds(s);
+	for (int64_t k = 0; !rc && k < initial && !s->cut_short; k++) {
+		struct plan pl;
+		struct kb_search_cand *c = NULL;
+
+		if (kb_stop_requested()) {
+			rc = KB_ECANCELLED;
+			break;
+		}
+		plan_slot(s, 0, (size_t)k % s->nr_islands, k, &pl);
+		rc = propose(s, 0, (size_t)k % s->nr_islands, k, &pl, &c);
+		if (!rc && c)
+			batch = batch_push(batch, &n, &alloc, c);
+	}
+	if (!rc)
+		rc = process_with_repairs(s, batch, n, "translate");
+	free(batch);
+	if (!rc)
+		rc = commit(s, 0);
+	return rc;
+}
+
+/* The aux model rewrites the best prompt's sections from the recent failures. */
+static int meta_rewrite(struct srch *s, int64_t g)
+{
+	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
+	struct strbuf prompt = STRBUF_INIT, diag = STRBUF_INIT, why = STRBUF_INIT;
+	struct kb_llm_reply reply;
+	struct kb_prompt child, *parent;
+	const char *aux = s->cfg->llm_aux_model;
+	long model = aux && *aux ? kb_llm_find_model(s->llm, aux) : 0;
+	size_t pi;
+	int rc;
+
+	/* asked every meta_interval generations, failures or not: a replay must ask the same questions */
+	if (!s->nr_prompts)
+		return 0;
+	kb_llm_reply_init(&reply);
+	kb_prompt_init(&child);
+	pi = kb_metaprompt_select(s->prompts, s->nr_prompts, s->cfg->search_prompt_temperature, 0.0, &s->row.rng);
+	parent = &s->prompts[pi];
+	for (size_t i = 0; i < s->diagnoses.nr; i++)
+		strbuf_addf(&diag, "- %s\n", s->diagnoses.v[i]);
+	if (!s->diagnoses.nr)
+		strbuf_addstr(&diag, "- no candidate failed since the last rewrite; the slowest kernels are the thing to improve");
+	strbuf_trim(&diag);
+	sections_vars(s, parent, &v);
+	kb_prompt_var(&v, "diagnoses", diag.buf);
+	if (srch_render(s, T_META, &v, &prompt)) {
+		rc = -1;
+		goto out;
+	}
+	rc = srch_ask(s, g, 0, 0, "meta", 0, model < 0 ? 0 : (size_t)model, prompt.buf, &reply, NULL);
+	if (rc == KB_ECANCELLED || rc == -1)
+		goto out;
+	rc = 0;
+	if (reply.status != KB_LLM_OK || !reply.text.len)
+		goto out;
+	if (kb_metaprompt_parse_rewrite(parent, reply.text.buf, &child, &why)) {
+		kb_progress_note(s->pg, "meta-prompt rewrite refused: %s", why.buf);
+		goto out;
+	}
+	{
+		struct kb_prompt *p = prompt_push(s);
+		int64_t parent_id = s->prompts[pi].id;
+
+		*p = child;
+		kb_prompt_init(&child);
+		p->id = 0;
+		p->parent_id = parent_id;
+		p->fitness = NAN;
+		p->uses = 0;
+	}
+	kb_progress_note(s->pg, "meta-prompt rewritten from %zu diagnoses (now %zu prompts)", s->diagnoses.nr,
+			 s->nr_prompts);
+	strvec_clear(&s->diagnoses);
+out:
+	kb_prompt_release(&child);
+	kb_llm_reply_release(&reply);
+	kb_prompt_vars_release(&v);
+	strbuf_release(&prompt);
+	strbuf_release(&diag);
+	strbuf_release(&why);
+	return rc;
+}
+
+static int evolve(struct srch *s, int64_t g)
+{
+	struct kb_search_cand **batch = NULL;
+	struct strbuf stage = STRBUF_INIT;
+	size_t n = 0, alloc = 0;
+	int64_t per = s->cfg->search_per_generation > 0 ? s->cfg->search_per_generation : 1;
+	int rc = 0;
+
+	s->generation = g;
+	strbuf_addf(&stage, "evolve %lld/%lld", (long long)g, (long long)s->generations);
+	kb_progress_stage(s->pg, stage.buf, (size_t)(per * (int64_t)s->nr_islands));
+	for (size_t island = 0; !rc && island < s->nr_islands; island++)
+		for (int64_t k = 0; !rc && k < per && !s->cut_short; k++) {
+			struct plan pl;
+			struct kb_search_cand *c = NULL;
+
+			if (kb_stop_requested()) {
+				rc = KB_ECANCELLED;
+				break;
+			}
+			plan_slot(s, g, island, k, &pl);
+			rc = propose(s, g, island, k, &pl, &c);
+			if (!rc && c)
+				batch = batch_push(batch, &n, &alloc, c);
+		}
+	if (!rc)
+		rc = process_with_repairs(s, batch, n, stage.buf);
+	free(batch);
+	if (!rc && s->nr_islands > 1 && s->cfg->search_migration_interval > 0 &&
+	    g % s->cfg->search_migration_interval == 0) {
+		struct kb_migration *moves = xcalloc(s->nr_islands, sizeof(*moves));
+		size_t m = kb_archive_migrate(&s->archive, moves), accepted = 0;
+
+		for (size_t i = 0; i < m; i++)
+			accepted += moves[i].accepted;
+		kb_progress_note(s->pg, "migration: %zu of %zu island bests accepted by the next island", accepted, m);
+		free(moves);
+	}
+	if (!rc && !s->cut_short && s->cfg->search_meta_interval > 0 && g % s->cfg->search_meta_interval == 0)
+		rc = meta_rewrite(s, g);
+	if (!rc)
+		rc = commit(s, g);
+	strbuf_release(&stage);
+	return rc;
+}
+
+/* --- the end --- */
+
+#define FINAL_TRIES 3
+
+/* The kernel's verdict with the full seeds and timing in a fresh harness process (cached like kb_tune's). */
+static int final_check(struct srch *s, const struct kb_search_cand *c, const char *pass, bool timing,
+		       cJSON **evidence, bool *cached)
+{
+	int64_t seeds = s->o->final_seeds > 0 ? s->o->final_seeds : s->cfg->seeds;
+	struct kb_eval_opts eo = {
+		.operator_path = s->o->operator_path, .mode = timing ? "bench" : "verify", .pass = pass,
+		.backend = s->o->backend, .seeds = seeds, .timing = timing,
+	};
+	struct strbuf key = STRBUF_INIT, path = STRBUF_INIT;
+	struct kb_harness_worker *w = s->vf->worker;
+	char sha[65], tune_settings[17];
+	int rc = -1;
+
+	*evidence = NULL;
+	*cached = false;
+	/* the templates' best was checked this way by kb_tune already */
+	for (size_t i = 0; timing && i < s->o->nr_seeds; i++) {
+		const struct kb_search_seed *sd = &s->o->seeds[i];
+		char h[65];
+
+		if (!sd->source || !sd->evidence || strcmp(kb_evidence_verdict(sd->evidence), "verified"))
+			continue;
+		kb_source_hash(sd->source, h);
+		if (!strcmp(h, c->hash)) {
+			*evidence = cJSON_Duplicate(sd->evidence, true);
+			*cached = true;
+			return 0;
+		}
+	}
+	kb_sha256_hex(c->source, strlen(c->source), sha);
+	kb_tune_settings_hash(s->cfg, tune_settings);
+	kb_tune_final_key(&key, s->device, s->op_hash, s->backend, pass, sha, seeds, tune_settings);
+	if (!timing)
+		strbuf_addstr(&key, "|untimed");
+	*evidence = kb_timings_get(s->st, key.buf);
+	if (*evidence && *kb_evidence_verdict(*evidence)) {
+		*cached = true;
+		rc = 0;
+		goto out;
+	}
+	cJSON_Delete(*evidence);
+	*evidence = NULL;
+	strbuf_addf(&path, "%s/final-%.16s%s", s->work.buf, sha, s->ext);
+	if (kb_mkdir_p(s->work.buf, 0755) || kb_write_file_atomic(path.buf, c->source, strlen(c->source))) {
+		error_errno("could not write '%s'", path.buf);
+		goto out;
+	}
+	/* the worker is for throughput; the verdict comes from a clean process */
+	if (w)
+		kb_harness_worker_stop(w);
+	s->vf->worker = NULL;
+	eo.kernel_path = path.buf;
+	rc = kb_verifier_evaluate(s->vf, &eo, evidence);
+	s->vf->worker = w;
+	if (rc)
+		goto out;
+	if (strcmp(kb_evidence_verdict(*evidence), "error") && kb_timings_put(s->st, key.buf, *evidence))
+		log_warn("the final verdict of candidate %lld was not cached", (long long)c->id);
+out:
+	strbuf_release(&key);
+	strbuf_release(&path);
+	return rc;
+}
+
+static void set_why(struct kb_search_result *res, const char *fmt, ...) KB_PRINTF(2, 3);
+
+static void set_why(struct kb_search_result *res, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	free(res->why);
+	res->why = strbuf_detach(&sb, NULL);
+}
+
+static void take_best(struct srch *s, const struct kb_search_cand *c, cJSON *ev)
+{
+	struct kb_search_result *res = s->res;
+
+	res->outcome = KB_SEARCH_OK;
+	res->best_candidate_id = c->id;
+	free(res->best_proposer);
+	res->best_proposer = xstrdup(c->proposer);
+	free(res->best_model);
+	res->best_model = c->model ? xstrdup(c->model) : NULL;
+	strbuf_reset(&res->best_source);
+	strbuf_addstr(&res->best_source, c->source);
+	kb_sha256_hex(res->best_source.buf, res->best_source.len, res->best_sha);
+	cJSON_Delete(res->evidence);
+	res->evidence = ev;
+}
+
+static int finish(struct srch *s)
+{
+	int64_t skip[FINAL_TRIES];
+	size_t nr_skip = 0;
+	struct strbuf failed = STRBUF_INIT, sb = STRBUF_INIT;
+	int rc = 0;
+
+	for (int tries = 0; tries < FINAL_TRIES; tries++) {
+		struct kb_search_cand *c = srch_best(s, skip, nr_skip, false);
+		cJSON *ev = NULL;
+		bool cached;
+
+		if (!c)
+			break;
+		if (kb_stop_requested()) {
+			rc = KB_ECANCELLED;
+			goto out;
+		}
+		kb_progress_stage(s->pg, "final check", 0);
+		rc = final_check(s, c, s->pass, true, &ev, &cached);
+		if (rc) {
+			cJSON_Delete(ev);
+			goto out;
+		}
+		/* a backward kernel ships its kb_forward too: that must hold as well */
+		if (!strcmp(kb_evidence_verdict(ev), "verified") && !strcmp(s->pass, "backward")) {
+			cJSON *fwd = NULL;
+			bool fwd_cached;
+
+			rc = final_check(s, c, "forward", false, &fwd, &fwd_cached);
+			if (rc) {
+				cJSON_Delete(ev);
+				cJSON_Delete(fwd);
+				goto out;
+			}
+			if (strcmp(kb_evidence_verdict(fwd), "verified")) {
+				cJSON_Delete(ev);
+				ev = fwd;
+				fwd = NULL;
+			}
+			cJSON_Delete(fwd);
+		}
+		if (!strcmp(kb_evidence_verdict(ev), "verified")) {
+			const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ev, "summary");
+			const cJSON *ge = cJSON_GetObjectItemCaseSensitive(sum, "geomean_speedup_eager");
+
+			strbuf_reset(&sb);
+			strbuf_addf(&sb, "#%lld %s%s: ", (long long)c->id, c->proposer, cached ? " (cached)" : "");
+			srch_fmt_speedup(cJSON_IsNumber(ge) ? ge->valuedouble : NAN, &sb);
+			kb_progress_step(s->pg, 0, sb.buf);
+			take_best(s, c, ev);
+			goto out;
+		}
+		strbuf_reset(&sb);
+		{
+			const cJSON *r;
+
+			cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(ev, "reasons")) {
+				const cJSON *ck = cJSON_GetObjectItemCaseSensitive(r, "check");
+				const cJSON *msg = cJSON_GetObjectItemCaseSensitive(r, "message");
+
+				if (cJSON_IsString(ck) && !strcmp(ck->valuestring, "suspicious_speedup"))
+					continue;
+				strbuf_addf(&sb, "%s: %s", cJSON_IsString(ck) ? ck->valuestring : "?",
+					    cJSON_IsString(msg) ? msg->valuestring : "");
+				break;
+			}
+		}
+		kb_progress_note(s->pg, "final check of #%lld failed in a fresh process: %s", (long long)c->id, sb.buf);
+		strbuf_addf(&failed, "%s#%lld: %s", failed.len ? "; " : "", (long long)c->id, sb.buf);
+		skip[nr_skip++] = c->id;
+		cJSON_Delete(ev);
+	}
+	s->res->outcome = KB_SEARCH_NONE_VERIFIED;
+	if (failed.len)
+		set_why(s->res, "no kernel passed the final check: %s", failed.buf);
+	else
+		set_why(s->res, "no candidate of %zu verified", s->nr_cands);
+out:
+	strbuf_release(&failed);
+	strbuf_release(&sb);
+	return rc;
+}
+
+/* What a finished search stored; the same result again without running anything. */
+static int load_finished(struct srch *s)
+{
+	struct kb_search_result *res = s->res;
+	const cJSON *info = s->row.info;
+	const cJSON *outcome = cJSON_GetObjectItemCaseSensitive(info, "outcome");
+	const cJSON *why = cJSON_GetObjectItemCaseSensitive(info, "why");
+	const cJSON *cut = cJSON_GetObjectItemCaseSensitive(info, "cut_short");
+	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(info, "summary");
+	const cJSON *ev = cJSON_GetObjectItemCaseSensitive(info, "evidence");
+	const cJSON *best = cJSON_GetObjectItemCaseSensitive(info, "best_candidate_id");
+	struct kb_search_cand c;
+	int rc = 0;
+
+	res->cached = true;
+	res->summary = cJSON_IsObject(summary) ? cJSON_Duplicate(summary, true) : cJSON_CreateObject();
+	if (cJSON_IsString(cut))
+		res->cut_short = xstrdup(cut->valuestring);
+	if (!cJSON_IsString(outcome) || strcmp(outcome->valuestring, "ok") || !cJSON_IsNumber(best)) {
+		res->outcome = KB_SEARCH_NONE_VERIFIED;
+		set_why(res, "%s", cJSON_IsString(why) ? why->valuestring : "the search found no verified kernel");
+		return 0;
+	}
+	kb_search_cand_init(&c);
+	rc = kb_search_db_cand_get(s->st, (int64_t)best->valuedouble, &c);
+	if (rc) {
+		if (rc == KB_ENOTFOUND)
+			rc = error("finished search %lld names a best candidate that is not stored", (long long)s->row.id);
+		goto out;
+	}
+	take_best(s, &c, cJSON_IsObject(ev) ? cJSON_Duplicate(ev, true) : cJSON_CreateObject());
+out:
+	kb_search_cand_release(&c);
+	return rc;
+}
+
+static void store_finished(struct srch *s)
+{
+	struct kb_search_result *res = s->res;
+	cJSON *info = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(info, "outcome", res->outcome == KB_SEARCH_OK ? "ok" : "none");
+	if (res->why)
+		cJSON_AddStringToObject(info, "why", res->why);
+	if (s->cut_short)
+		cJSON_AddStringToObject(info, "cut_short", s->cut_short);
+	else
+		cJSON_AddNullToObject(info, "cut_short");
+	if (res->outcome == KB_SEARCH_OK) {
+		cJSON_AddNumberToObject(info, "best_candidate_id", (double)res->best_candidate_id);
+		cJSON_AddItemToObject(info, "evidence", cJSON_Duplicate(res->evidence, true));
+	}
+	cJSON_AddItemToObject(info, "summary", cJSON_Duplicate(res->summary, true));
+	if (kb_search_db_set_state(s->st, s->row.id, "done", info, srch_wall_s(s)))
+		log_warn("search %lld: its result was not stored", (long long)s->row.id);
+	cJSON_Delete(info);
+}
+
+static uint64_t derive_seed(const struct srch *s)
+{
+	uint64_t seed = s->o->seed ? s->o->seed : (uint64_t)s->cfg->search_seed;
+
+	/* 52 bits: the seed stays exact in JSON (kernel.json, search.json) */
+	if (!seed)
+		for (int i = 0; i < 13; i++) {
+			int ch = s->op_hash[i];
+
+			seed = seed * 16 + (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+		}
+	return seed ? seed : 1;
+}
+
+/* Find, resume or create the search row; *done when it had finished. */
+static int open_search(struct srch *s, bool *done)
+{
+	struct strbuf base = STRBUF_INIT, key = STRBUF_INIT;
+	int rc;
+
+	*done = false;
+	kb_search_key(&base, s->op_hash, s->backend, s->pass, s->settings, s->seed);
+	if (s->o->fresh) {
+		rc = kb_search_db_fresh_key(s->st, base.buf, &key);
+		if (rc)
+			goto out;
+	} else {
+		strbuf_addstr(&key, base.buf);
+	}
+	kb_search_call_base(key.buf, s->call_base);
+	rc = kb_search_db_find(s->st, key.buf, &s->row);
+	if (!rc) {
+		if (!strcmp(s->row.state, "done")) {
+			*done = true;
+			goto out;
+		}
+		s->res->resumed = true;
+		if (strcmp(s->row.state, "running"))
+			rc = kb_search_db_set_state(s->st, s->row.id, "running", NULL, s->row.wall_s);
+		goto out;
+	}
+	if (rc != KB_ENOTFOUND)
+		goto out;
+	kb_search_row_release(&s->row);
+	s->row.key = strbuf_detach(&key, NULL);
+	s->row.job_id = s->o->job_id;
+	s->row.operator_path = xstrdup(s->o->operator_path);
+	s->row.backend = xstrdup(s->backend);
+	s->row.pass = xstrdup(s->pass);
+	s->row.seed = s->seed;
+	s->row.rng = s->seed ^ 0x6b625f7365617263ULL;
+	/* the row and its seed prompt together: a search never exists without a prompt */
+	rc = kb_state_begin(s->st);
+	if (rc)
+		goto out;
+	rc = kb_search_db_create(s->st, &s->row);
+	if (!rc)
+		rc = kb_search_db_prompt_insert(s->st, s->row.id, 0, seed_prompt(s));
+	if (!rc)
+		rc = kb_state_commit(s->st);
+	else
+		kb_state_rollback(s->st);
+out:
+	strbuf_release(&base);
+	strbuf_release(&key);
+	return rc;
+}
+
+/* Everything a resumed search knew at its last stored generation. */
+static int load_state(struct srch *s)
+{
+	cJSON *hist, *h;
+	size_t bi;
+	int bc;
+
+	if (kb_archive_init(&s->archive, s->nr_islands) ||
+	    kb_search_db_archive_load(s->st, s->row.id, &s->archive) ||
+	    kb_search_db_cands_load(s->st, s->row.id, &s->cands, &s->nr_cands))
+		return -1;
+	s->alloc_cands = s->nr_cands;
+	if (!s->nr_prompts) {
+		if (kb_search_db_prompts_load(s->st, s->row.id, &s->prompts, &s->nr_prompts))
+			return -1;
+		s->alloc_prompts = s->nr_prompts;
+	}
+	if (!s->nr_prompts)
+		seed_prompt(s); /* stored with the next generation */
+	hist = kb_search_db_history(s->st, s->row.id);
+	if (!hist)
+		return -1;
+	cJSON_ArrayForEach(h, hist) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "t_s");
+		const cJSON *b = cJSON_GetObjectItemCaseSensitive(h, "speedup");
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(h, "candidate_id");
+
+		if (s->nr_hist == s->alloc_hist) {
+			s->alloc_hist = s->alloc_hist ? 2 * s->alloc_hist : 16;
+			s->hist = xrealloc(s->hist, s->alloc_hist * sizeof(*s->hist));
+		}
+		s->hist[s->nr_hist++] = (struct srch_hist){ t->valuedouble, b->valuedouble,
+							    (int64_t)id->valuedouble };
+	}
+	cJSON_Delete(hist);
+	s->hist_stored = s->nr_hist;
+	if (!kb_archive_best(&s->archive, SIZE_MAX, &bi, &bc)) {
+		const struct kb_elite *e = kb_archive_get(&s->archive, bi, bc);
+
+		s->best_fitness = e->fitness;
+		s->best_id = e->candidate_id;
+	}
+	s->wall_before = s->row.wall_s;
+	return 0;
+}
+
+static void srch_release(struct srch *s)
+{
+	for (int t = 0; t < T_NR; t++)
+		strbuf_release(&s->tmpl[t]);
+	kb_prompt_vars_release(&s->base);
+	if (s->archive.cells)
+		kb_archive_release(&s->archive);
+	for (size_t i = 0; i < s->nr_prompts; i++)
+		kb_prompt_release(&s->prompts[i]);
+	free(s->prompts);
+	for (size_t i = 0; i < s->nr_cands; i++)
+		kb_search_cand_free(s->cands[i]);
+	free(s->cands);
+	free(s->hist);
+	strvec_clear(&s->diagnoses);
+	kb_search_row_release(&s->row);
+	strbuf_release(&s->work);
+	free(s->device);
+	free(s->cut_short);
+}
+
+int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_client *llm,
+		  const struct kb_search_opts *o, struct kb_search_result *res)
+{
+	struct srch s = { .vf = vf, .cfg = vf->cfg, .st = st, .llm = llm, .o = o, .res = res,
+			  .pg = o->progress };
+	struct strbuf sb = STRBUF_INIT;
+	bool done;
+	int rc = -1;
+
+	s.t0_ms = kb_now_ms();
+	strbuf_init(&s.work, 0);
+	for (int t = 0; t < T_NR; t++)
+		strbuf_init(&s.tmpl[t], 0);
+	if (o->backend != KB_BACKEND_CUDA && o->backend != KB_BACKEND_CPU) {
+		error("the search needs a resolved backend");
+		goto out;
+	}
+	if (!cJSON_IsObject(o->describe)) {
+		error("the search of '%s' needs the operator's describe result", o->operator_path);
+		goto out;
+	}
+	if (!llm || !kb_llm_nr_models(llm)) {
+		error("the search needs at least one model ([llm] models)");
+		goto out;
+	}
+	s.backend = kb_backend_name(o->backend);
+	s.pass = o->pass ? o->pass : "forward";
+	s.ext = o->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp";
+	s.nr_islands = s.cfg->search_islands < 1 ? 1 : s.cfg->search_islands > 64 ? 64 : (size_t)s.cfg->search_islands;
+	s.generations = s.cfg->search_generations > 0 ? s.cfg->search_generations : 0;
+	kb_llm_budget_from_config(&s.budget, s.cfg);
+	if (kb_operator_hash(o->operator_path, s.op_hash))
+		goto out;
+	kb_tune_device_name(vf, o->backend, &sb);
+	s.device = strbuf_detach(&sb, NULL);
+	kb_search_settings_hash(s.cfg, s.settings);
+	s.seed = derive_seed(&s);
+	if (srch_context_init(&s))
+		goto out;
+
+	kb_progress_stage(s.pg, "search", 0);
+	if (open_search(&s, &done))
+		goto out;
+	res->search_id = s.row.id;
+	if (done) {
+		kb_progress_note(s.pg, "search %lld finished earlier: its result again", (long long)s.row.id);
+		rc = load_finished(&s);
+		if (!rc)
+			srch_write_status(&s, res->summary);
+		goto out;
+	}
+	strbuf_addf(&s.work, "%s/search/%lld", s.cfg->state_dir, (long long)s.row.id);
+	if (load_state(&s))
+		goto out;
+	if (res->resumed)
+		kb_progress_note(s.pg, "resuming search %lld at generation %lld: %zu candidates, %zu archive cells",
+				 (long long)s.row.id, (long long)s.row.generation, s.nr_cands,
+				 kb_archive_filled(&s.archive, SIZE_MAX));
+	else
+		kb_progress_note(s.pg, "search %lld: seed %llu, %zu island%s, %lld generation%s", (long long)s.row.id,
+				 (unsigned long long)s.seed, s.nr_islands, s.nr_islands == 1 ? "" : "s",
+				 (long long)s.generations, s.generations == 1 ? "" : "s");
+
+	rc = 0;
+	if (s.row.generation == 0)
+		rc = translate(&s);
+	for (int64_t g = s.row.generation; !rc && !s.cut_short && g >= 1 && g <= s.generations; g++)
+		rc = evolve(&s, g);
+	if (!rc && !s.cut_short && s.cfg->search_tune_templates && s.row.generation == s.generations + 1) {
+		rc = srch_template_step(&s, s.generations + 1);
+		if (!rc)
+			rc = commit(&s, s.generations + 1);
+	}
+	if (!rc)
+		rc = finish(&s);
+	if (rc == -1 && kb_stop_requested())
+		rc = KB_ECANCELLED;
+	if (rc) {
+		if (s.row.id)
+			srch_write_status(&s, NULL);
+		if (rc == -1 && s.row.id)
+			kb_search_db_set_state(st, s.row.id, "failed", NULL, srch_wall_s(&s));
+		goto out;
+	}
+	if (s.cut_short)
+		res->cut_short = xstrdup(s.cut_short);
+	res->summary = srch_summary(&s, true);
+	store_finished(&s);
+	srch_write_status(&s, res->summary);
+out:
+	kb_progress_end(s.pg);
+	res->seconds = (double)(kb_now_ms() - s.t0_ms) / 1000.0;
+	srch_release(&s);
+	strbuf_release(&sb);
+	return rc;
+}

@@ -1,0 +1,893 @@
+#include "core/common.h"
+#include "search/search_db.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/state.h"
+#include "core/util.h"
+#include "llm/llm.h"
+#include "search/archive.h"
+#include "search/metaprompt.h"
+#include "templates/tune.h"
+#include "verifier/evidence.h"
+
+#include <math.h>
+
+/* --- keys --- */
+
+/* Key fields are joined with '|': keep it out of them. */
+static void add_field(struct strbuf *out, const char *s)
+{
+	strbuf_addch(out, '|');
+	for (; s && *s; s++)
+		strbuf_addch(out, *s == '|' ? '/' : *s);
+}
+
+void kb_search_settings_hash(const struct kb_config *cfg, char out[17])
+{
+	struct strbuf sb = STRBUF_INIT;
+	char tune[17], hex[65];
+
+	kb_tune_settings_hash(cfg, tune);
+	strbuf_addf(&sb, "tune=%s tune_seeds=%d verifiers=%d audit=%.9g islands=%lld generations=%lld "
+		    "per_generation=%lld initial=%lld repair=%lld migration=%lld explore=%.9g exploit=%.9g "
+		    "inspirations=%lld crossover=%.9g meta=%lld prompt_exploration=%.9g "
+		    "prompt_temperature=%.9g tune_templates=%d aux=%s",
+		    tune, KB_TUNE_SEEDS, cfg->search_llm_verifiers, cfg->search_verifier_audit,
+		    (long long)cfg->search_islands, (long long)cfg->search_generations,
+		    (long long)cfg->search_per_generation, (long long)cfg->search_initial,
+		    (long long)cfg->search_repair_rounds, (long long)cfg->search_migration_interval,
+		    cfg->search_explore, cfg->search_exploit, (long long)cfg->search_inspirations,
+		    cfg->search_crossover, (long long)cfg->search_meta_interval,
+		    cfg->search_prompt_exploration, cfg->search_prompt_temperature,
+		    cfg->search_tune_templates, cfg->llm_aux_model ? cfg->llm_aux_model : "");
+	for (size_t i = 0; i < cfg->nr_llm_models; i++) {
+		const struct kb_llm_model_cfg *m = &cfg->llm_models[i];
+
+		strbuf_addf(&sb, " model=%s,%s,%s,%.9g,%.9g,%s,%lld", m->name ? m->name : "",
+			    kb_llm_provider_name((enum kb_llm_provider)m->provider), m->model ? m->model : "",
+			    m->weight, m->temperature, m->reasoning_effort ? m->reasoning_effort : "",
+			    (long long)m->max_tokens);
+	}
+	kb_sha256_hex(sb.buf, sb.len, hex);
+	memcpy(out, hex, 16);
+	out[16] = '\0';
+	strbuf_release(&sb);
+}
+
+void kb_search_key(struct strbuf *out, const char *op_hash, const char *backend, const char *pass,
+		   const char *settings, uint64_t seed)
+{
+	char n[24];
+
+	xsnprintf(n, sizeof(n), "%llu", (unsigned long long)seed);
+	strbuf_addstr(out, "srch/1");
+	add_field(out, op_hash);
+	add_field(out, backend);
+	add_field(out, pass);
+	add_field(out, settings);
+	add_field(out, n);
+}
+
+void kb_search_call_base(const char *key, char out[17])
+{
+	const char *fresh = strstr(key, "|fresh-");
+	char hex[65];
+
+	kb_sha256_hex(key, fresh ? (size_t)(fresh - key) : strlen(key), hex);
+	memcpy(out, hex, 16);
+	out[16] = '\0';
+}
+
+void kb_search_call_key(struct strbuf *out, const char *call_base, int64_t generation,
+			int64_t island, int64_t slot, const char *purpose, int64_t attempt)
+{
+	strbuf_addf(out, "%s/g%lld/i%lld/k%lld/%s/a%lld", call_base, (long long)generation,
+		    (long long)island, (long long)slot, purpose, (long long)attempt);
+}
+
+/* --- sqlite helpers --- */
+
+static int db_error(struct kb_state *st, const char *what)
+{
+	return error("%s in '%s': %s", what, kb_state_path(st), sqlite3_errmsg(kb_state_db(st)));
+}
+
+static int prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql, const char *what)
+{
+	if (sqlite3_prepare_v2(kb_state_db(st), sql, -1, stmt, NULL) != SQLITE_OK) {
+		*stmt = NULL;
+		return db_error(st, what);
+	}
+	return 0;
+}
+
+static int exec_sql(struct kb_state *st, const char *sql, const char *what)
+{
+	if (sqlite3_exec(kb_state_db(st), sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_error(st, what);
+	return 0;
+}
+
+/* Our own transaction, or a savepoint inside the caller's. */
+static int txn_enter(struct kb_state *st, bool *own)
+{
+	*own = sqlite3_get_autocommit(kb_state_db(st)) != 0;
+	return exec_sql(st, *own ? "BEGIN IMMEDIATE" : "SAVEPOINT kb_search", "could not start a transaction");
+}
+
+static int txn_leave(struct kb_state *st, bool own, int rc)
+{
+	sqlite3 *db = kb_state_db(st);
+
+	if (rc != KB_ERROR) {
+		if (!exec_sql(st, own ? "COMMIT" : "RELEASE kb_search", "could not commit"))
+			return rc;
+		rc = KB_ERROR;
+	}
+	if (own) {
+		if (!sqlite3_get_autocommit(db))
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	} else if (!sqlite3_get_autocommit(db)) {
+		sqlite3_exec(db, "ROLLBACK TO kb_search", NULL, NULL, NULL);
+		sqlite3_exec(db, "RELEASE kb_search", NULL, NULL, NULL);
+	}
+	return rc;
+}
+
+static void bind_text_or_null(sqlite3_stmt *stmt, int i, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(stmt, i);
+}
+
+static void bind_id_or_null(sqlite3_stmt *stmt, int i, int64_t id)
+{
+	if (id > 0)
+		sqlite3_bind_int64(stmt, i, id);
+	else
+		sqlite3_bind_null(stmt, i);
+}
+
+static void bind_real_or_null(sqlite3_stmt *stmt, int i, double v)
+{
+	if (isfinite(v))
+		sqlite3_bind_double(stmt, i, v);
+	else
+		sqlite3_bind_null(stmt, i);
+}
+
+static void bind_json_or_null(sqlite3_stmt *stmt, int i, const cJSON *j)
+{
+	char *text;
+
+	if (!j) {
+		sqlite3_bind_null(stmt, i);
+		return;
+	}
+	text = cJSON_PrintUnformatted(j);
+	if (!text)
+		die("out of memory");
+	sqlite3_bind_text(stmt, i, text, -1, free);
+}
+
+static char *col_strdup(sqlite3_stmt *stmt, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(stmt, i);
+
+	return s ? xstrdup(s) : NULL;
+}
+
+static cJSON *col_json(sqlite3_stmt *stmt, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(stmt, i);
+
+	return s ? cJSON_Parse(s) : NULL;
+}
+
+static double col_real(sqlite3_stmt *stmt, int i)
+{
+	return sqlite3_column_type(stmt, i) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt, i);
+}
+
+/* --- searches --- */
+
+void kb_search_row_release(struct kb_search_row *r)
+{
+	free(r->key);
+	free(r->operator_path);
+	free(r->backend);
+	free(r->pass);
+	free(r->state);
+	cJSON_Delete(r->info);
+	memset(r, 0, sizeof(*r));
+}
+
+#define SEARCH_COLS "id, key, job_id, operator, backend, pass, seed, state, generation, rng, " \
+	"best_candidate_id, wall_s, info, started_at, updated_at, finished_at"
+
+static void search_from_row(sqlite3_stmt *stmt, struct kb_search_row *r)
+{
+	r->id = sqlite3_column_int64(stmt, 0);
+	r->key = col_strdup(stmt, 1);
+	r->job_id = sqlite3_column_int64(stmt, 2);
+	r->operator_path = col_strdup(stmt, 3);
+	r->backend = col_strdup(stmt, 4);
+	r->pass = col_strdup(stmt, 5);
+	r->seed = (uint64_t)sqlite3_column_int64(stmt, 6);
+	r->state = col_strdup(stmt, 7);
+	r->generation = sqlite3_column_int64(stmt, 8);
+	r->rng = (uint64_t)sqlite3_column_int64(stmt, 9);
+	r->best_candidate_id = sqlite3_column_int64(stmt, 10);
+	r->wall_s = sqlite3_column_double(stmt, 11);
+	r->info = col_json(stmt, 12);
+	r->started_at = sqlite3_column_int64(stmt, 13);
+	r->updated_at = sqlite3_column_int64(stmt, 14);
+	r->finished_at = sqlite3_column_int64(stmt, 15);
+}
+
+int kb_search_db_find(struct kb_state *st, const char *key, struct kb_search_row *out)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (prepare(st, &stmt, "SELECT " SEARCH_COLS " FROM searches WHERE key = ?1",
+		    "could not prepare the search lookup"))
+		return -1;
+	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		search_from_row(stmt, out);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = KB_ENOTFOUND;
+	} else {
+		rc = db_error(st, "could not look up a search");
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_create(struct kb_state *st, struct kb_search_row *r)
+{
+	sqlite3_stmt *stmt = NULL;
+	int64_t now = kb_wall_s();
+	int rc = -1;
+
+	if (prepare(st, &stmt,
+		    "INSERT INTO searches (key, job_id, operator, backend, pass, seed, rng, started_at, updated_at)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id",
+		    "could not prepare the search insert"))
+		return -1;
+	sqlite3_bind_text(stmt, 1, r->key, -1, SQLITE_STATIC);
+	bind_id_or_null(stmt, 2, r->job_id);
+	sqlite3_bind_text(stmt, 3, r->operator_path ? r->operator_path : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 4, r->backend ? r->backend : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 5, r->pass ? r->pass : "forward", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 6, (int64_t)r->seed);
+	sqlite3_bind_int64(stmt, 7, (int64_t)r->rng);
+	sqlite3_bind_int64(stmt, 8, now);
+	if (sqlite3_step(stmt) != SQLITE_ROW) {
+		db_error(st, "could not create the search");
+		goto out;
+	}
+	r->id = sqlite3_column_int64(stmt, 0);
+	r->started_at = r->updated_at = now;
+	free(r->state);
+	r->state = xstrdup("running");
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_fresh_key(struct kb_state *st, const char *base, struct strbuf *out)
+{
+	struct strbuf key = STRBUF_INIT;
+	struct kb_search_row row;
+	int rc = -1;
+
+	for (int n = 1; n < 1000000; n++) {
+		strbuf_reset(&key);
+		strbuf_addf(&key, "%s|fresh-%d", base, n);
+		rc = kb_search_db_find(st, key.buf, &row);
+		kb_search_row_release(&row);
+		if (rc == KB_ENOTFOUND) {
+			strbuf_addstr(out, key.buf);
+			rc = 0;
+			break;
+		}
+		if (rc)
+			break;
+		rc = -1;
+	}
+	strbuf_release(&key);
+	return rc;
+}
+
+int kb_search_db_checkpoint(struct kb_state *st, const struct kb_search_row *r)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1;
+
+	if (prepare(st, &stmt,
+		    "UPDATE searches SET generation = ?2, rng = ?3, best_candidate_id = ?4, wall_s = ?5,"
+		    " updated_at = ?6 WHERE id = ?1",
+		    "could not prepare the search update"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, r->id);
+	sqlite3_bind_int64(stmt, 2, r->generation);
+	sqlite3_bind_int64(stmt, 3, (int64_t)r->rng);
+	bind_id_or_null(stmt, 4, r->best_candidate_id);
+	sqlite3_bind_double(stmt, 5, r->wall_s);
+	sqlite3_bind_int64(stmt, 6, kb_wall_s());
+	if (sqlite3_step(stmt) != SQLITE_DONE)
+		db_error(st, "could not update the search");
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_set_state(struct kb_state *st, int64_t id, const char *state, const cJSON *info,
+			   double wall_s)
+{
+	sqlite3_stmt *stmt = NULL;
+	int64_t now = kb_wall_s();
+	int rc = -1;
+
+	if (prepare(st, &stmt,
+		    "UPDATE searches SET state = ?2, info = coalesce(?3, info), wall_s = ?4, updated_at = ?5,"
+		    " finished_at = ?6 WHERE id = ?1",
+		    "could not prepare the search state update"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, id);
+	sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
+	bind_json_or_null(stmt, 3, info);
+	sqlite3_bind_double(stmt, 4, wall_s);
+	sqlite3_bind_int64(stmt, 5, now);
+	if (strcmp(state, "running"))
+		sqlite3_bind_int64(stmt, 6, now);
+	else
+		sqlite3_bind_null(stmt, 6);
+	if (sqlite3_step(stmt) != SQLITE_DONE)
+		db_error(st, "could not set the search's state");
+	else if (sqlite3_changes(kb_state_db(st)) != 1)
+		error("no search %lld to update", (long long)id);
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* --- candidates --- */
+
+void kb_search_cand_init(struct kb_search_cand *c)
+{
+	memset(c, 0, sizeof(*c));
+	kb_strlcpy(c->verdict, "pending", sizeof(c->verdict));
+	c->speedup = c->speedup_compile = NAN;
+	c->cell = -1;
+}
+
+void kb_search_cand_release(struct kb_search_cand *c)
+{
+	free(c->proposer);
+	free(c->model);
+	free(c->call_key);
+	free(c->source);
+	free(c->backend);
+	cJSON_Delete(c->reasons);
+	cJSON_Delete(c->evidence);
+	cJSON_Delete(c->build_info);
+	cJSON_Delete(c->verifiers);
+	kb_search_cand_init(c);
+}
+
+void kb_search_cand_free(struct kb_search_cand *c)
+{
+	if (!c)
+		return;
+	kb_search_cand_release(c);
+	free(c);
+}
+
+static int cand_id_by_hash(struct kb_state *st, int64_t search_id, const char *hash, int64_t *id)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	if (prepare(st, &stmt, "SELECT id FROM candidates WHERE search_id = ?1 AND source_hash = ?2",
+		    "could not prepare the candidate lookup"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	sqlite3_bind_text(stmt, 2, hash, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		*id = sqlite3_column_int64(stmt, 0);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = KB_ENOTFOUND;
+	} else {
+		rc = db_error(st, "could not look up a candidate");
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_search_cand *c)
+{
+	sqlite3_stmt *stmt = NULL;
+	int64_t id = 0;
+	bool own;
+	int rc;
+
+	if (txn_enter(st, &own))
+		return -1;
+	rc = cand_id_by_hash(st, search_id, c->hash, &id);
+	if (!rc) {
+		c->id = id;
+		rc = KB_EEXISTS;
+		goto out;
+	}
+	if (rc != KB_ENOTFOUND)
+		goto out;
+	rc = -1;
+	if (prepare(st, &stmt,
+		    "INSERT INTO candidates (search_id, parent_id, second_parent_id, proposer, model, prompt_id,"
+		    " call_key, source, source_hash, backend, generation, island, verdict, reasons, speedup,"
+		    " speedup_compile, evidence, cell, build_info, verifiers, created_at)"
+		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
+		    " ?19, ?20, ?21) RETURNING id",
+		    "could not prepare the candidate insert"))
+		goto out;
+	if (!c->created_at)
+		c->created_at = kb_wall_s();
+	sqlite3_bind_int64(stmt, 1, search_id);
+	bind_id_or_null(stmt, 2, c->parent_id);
+	bind_id_or_null(stmt, 3, c->second_parent_id);
+	sqlite3_bind_text(stmt, 4, c->proposer ? c->proposer : "?", -1, SQLITE_STATIC);
+	bind_text_or_null(stmt, 5, c->model);
+	bind_id_or_null(stmt, 6, c->prompt_id);
+	bind_text_or_null(stmt, 7, c->call_key);
+	sqlite3_bind_text(stmt, 8, c->source ? c->source : "", -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 9, c->hash, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 10, c->backend ? c->backend : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 11, c->generation);
+	sqlite3_bind_int64(stmt, 12, c->island);
+	sqlite3_bind_text(stmt, 13, c->verdict, -1, SQLITE_STATIC);
+	bind_json_or_null(stmt, 14, c->reasons);
+	bind_real_or_null(stmt, 15, c->speedup);
+	bind_real_or_null(stmt, 16, c->speedup_compile);
+	bind_json_or_null(stmt, 17, c->evidence);
+	if (c->cell >= 0)
+		sqlite3_bind_int(stmt, 18, c->cell);
+	else
+		sqlite3_bind_null(stmt, 18);
+	bind_json_or_null(stmt, 19, c->build_info);
+	bind_json_or_null(stmt, 20, c->verifiers);
+	sqlite3_bind_int64(stmt, 21, c->created_at);
+	if (sqlite3_step(stmt) != SQLITE_ROW) {
+		db_error(st, "could not insert a candidate");
+		goto out;
+	}
+	c->id = sqlite3_column_int64(stmt, 0);
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	return txn_leave(st, own, rc);
+}
+
+int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1;
+
+	if (prepare(st, &stmt,
+		    "UPDATE candidates SET verdict = ?2, reasons = ?3, speedup = ?4, speedup_compile = ?5,"
+		    " evidence = ?6, cell = ?7, build_info = ?8, verifiers = ?9 WHERE id = ?1",
+		    "could not prepare the candidate update"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, c->id);
+	sqlite3_bind_text(stmt, 2, c->verdict, -1, SQLITE_STATIC);
+	bind_json_or_null(stmt, 3, c->reasons);
+	bind_real_or_null(stmt, 4, c->speedup);
+	bind_real_or_null(stmt, 5, c->speedup_compile);
+	bind_json_or_null(stmt, 6, c->evidence);
+	if (c->cell >= 0)
+		sqlite3_bind_int(stmt, 7, c->cell);
+	else
+		sqlite3_bind_null(stmt, 7);
+	bind_json_or_null(stmt, 8, c->build_info);
+	bind_json_or_null(stmt, 9, c->verifiers);
+	if (sqlite3_step(stmt) != SQLITE_DONE)
+		db_error(st, "could not update a candidate");
+	else if (sqlite3_changes(kb_state_db(st)) != 1)
+		error("no candidate %lld to update", (long long)c->id);
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+#define CAND_COLS "id, parent_id, second_parent_id, proposer, model, prompt_id, call_key, source," \
+	" source_hash, backend, generation, island, verdict, reasons, speedup, speedup_compile, evidence," \
+	" cell, build_info, verifiers, created_at"
+
+static void cand_from_row(sqlite3_stmt *stmt, struct kb_search_cand *c)
+{
+	const char *s;
+
+	kb_search_cand_init(c);
+	c->id = sqlite3_column_int64(stmt, 0);
+	c->parent_id = sqlite3_column_int64(stmt, 1);
+	c->second_parent_id = sqlite3_column_int64(stmt, 2);
+	c->proposer = col_strdup(stmt, 3);
+	c->model = col_strdup(stmt, 4);
+	c->prompt_id = sqlite3_column_int64(stmt, 5);
+	c->call_key = col_strdup(stmt, 6);
+	c->source = col_strdup(stmt, 7);
+	s = (const char *)sqlite3_column_text(stmt, 8);
+	kb_strlcpy(c->hash, s ? s : "", sizeof(c->hash));
+	c->backend = col_strdup(stmt, 9);
+	c->generation = sqlite3_column_int64(stmt, 10);
+	c->island = sqlite3_column_int64(stmt, 11);
+	s = (const char *)sqlite3_column_text(stmt, 12);
+	kb_strlcpy(c->verdict, s ? s : "pending", sizeof(c->verdict));
+	c->reasons = col_json(stmt, 13);
+	c->speedup = col_real(stmt, 14);
+	c->speedup_compile = col_real(stmt, 15);
+	c->evidence = col_json(stmt, 16);
+	c->cell = sqlite3_column_type(stmt, 17) == SQLITE_NULL ? -1 : sqlite3_column_int(stmt, 17);
+	c->build_info = col_json(stmt, 18);
+	c->verifiers = col_json(stmt, 19);
+	c->created_at = sqlite3_column_int64(stmt, 20);
+}
+
+int kb_search_db_cand_get(struct kb_state *st, int64_t id, struct kb_search_cand *out)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	if (prepare(st, &stmt, "SELECT " CAND_COLS " FROM candidates WHERE id = ?1",
+		    "could not prepare the candidate read"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, id);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		kb_search_cand_release(out);
+		cand_from_row(stmt, out);
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = KB_ENOTFOUND;
+	} else {
+		rc = db_error(st, "could not read a candidate");
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_cands_load(struct kb_state *st, int64_t search_id, struct kb_search_cand ***out,
+			    size_t *n)
+{
+	sqlite3_stmt *stmt = NULL;
+	struct kb_search_cand **v = NULL;
+	size_t nr = 0, alloc = 0;
+	int rc = -1, step;
+
+	*out = NULL;
+	*n = 0;
+	if (prepare(st, &stmt, "SELECT " CAND_COLS " FROM candidates WHERE search_id = ?1 ORDER BY id",
+		    "could not prepare the candidates read"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+		if (nr == alloc) {
+			alloc = alloc ? 2 * alloc : 16;
+			v = xrealloc(v, alloc * sizeof(*v));
+		}
+		v[nr] = xmalloc(sizeof(*v[nr]));
+		cand_from_row(stmt, v[nr]);
+		nr++;
+	}
+	if (step != SQLITE_DONE) {
+		db_error(st, "could not read the candidates");
+		for (size_t i = 0; i < nr; i++)
+			kb_search_cand_free(v[i]);
+		free(v);
+		goto out;
+	}
+	*out = v;
+	*n = nr;
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* --- archive --- */
+
+int kb_search_db_archive_save(struct kb_state *st, int64_t search_id, const struct kb_archive *a)
+{
+	sqlite3_stmt *del = NULL, *ins = NULL;
+	int64_t now = kb_wall_s();
+	bool own;
+	int rc = -1;
+
+	if (txn_enter(st, &own))
+		return -1;
+	if (prepare(st, &del, "DELETE FROM archive_cells WHERE search_id = ?1", "could not prepare the archive reset") ||
+	    prepare(st, &ins, "INSERT INTO archive_cells (search_id, island, cell, candidate_id, fitness, chosen,"
+		    " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", "could not prepare the archive insert"))
+		goto out;
+	sqlite3_bind_int64(del, 1, search_id);
+	if (sqlite3_step(del) != SQLITE_DONE) {
+		db_error(st, "could not reset the archive");
+		goto out;
+	}
+	for (size_t i = 0; i < a->nr_islands; i++)
+		for (int c = 0; c < KB_BEHAVIOR_CELLS; c++) {
+			const struct kb_elite *e = &a->cells[i * KB_BEHAVIOR_CELLS + (size_t)c];
+
+			if (!e->candidate_id)
+				continue;
+			sqlite3_reset(ins);
+			sqlite3_bind_int64(ins, 1, search_id);
+			sqlite3_bind_int64(ins, 2, (int64_t)i);
+			sqlite3_bind_int(ins, 3, c);
+			sqlite3_bind_int64(ins, 4, e->candidate_id);
+			sqlite3_bind_double(ins, 5, e->fitness);
+			sqlite3_bind_int64(ins, 6, (int64_t)e->chosen);
+			sqlite3_bind_int64(ins, 7, now);
+			if (sqlite3_step(ins) != SQLITE_DONE) {
+				db_error(st, "could not store an archive cell");
+				goto out;
+			}
+		}
+	rc = 0;
+out:
+	sqlite3_finalize(del);
+	sqlite3_finalize(ins);
+	return txn_leave(st, own, rc);
+}
+
+int kb_search_db_archive_load(struct kb_state *st, int64_t search_id, struct kb_archive *a)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1, step;
+
+	if (prepare(st, &stmt, "SELECT island, cell, candidate_id, fitness, chosen FROM archive_cells"
+		    " WHERE search_id = ?1", "could not prepare the archive read"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+		int64_t island = sqlite3_column_int64(stmt, 0);
+		int cell = sqlite3_column_int(stmt, 1);
+		struct kb_elite *e;
+
+		if (island < 0 || (uint64_t)island >= a->nr_islands || cell < 0 || cell >= KB_BEHAVIOR_CELLS)
+			continue;
+		e = &a->cells[(size_t)island * KB_BEHAVIOR_CELLS + (size_t)cell];
+		e->candidate_id = sqlite3_column_int64(stmt, 2);
+		e->fitness = sqlite3_column_double(stmt, 3);
+		e->chosen = (uint64_t)sqlite3_column_int64(stmt, 4);
+	}
+	if (step != SQLITE_DONE)
+		db_error(st, "could not read the archive");
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* --- prompts --- */
+
+int kb_search_db_prompt_insert(struct kb_state *st, int64_t search_id, int64_t generation,
+			       struct kb_prompt *p)
+{
+	sqlite3_stmt *stmt = NULL;
+	cJSON *sections = kb_prompt_sections_json(p);
+	int rc = -1;
+
+	if (prepare(st, &stmt, "INSERT INTO prompts (search_id, parent_id, sections, fitness, uses, generation,"
+		    " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+		    "could not prepare the prompt insert")) {
+		cJSON_Delete(sections);
+		return -1;
+	}
+	sqlite3_bind_int64(stmt, 1, search_id);
+	bind_id_or_null(stmt, 2, p->parent_id);
+	bind_json_or_null(stmt, 3, sections);
+	bind_real_or_null(stmt, 4, p->fitness);
+	sqlite3_bind_int64(stmt, 5, p->uses);
+	sqlite3_bind_int64(stmt, 6, generation);
+	sqlite3_bind_int64(stmt, 7, kb_wall_s());
+	if (sqlite3_step(stmt) != SQLITE_ROW) {
+		db_error(st, "could not insert a prompt");
+		goto out;
+	}
+	p->id = sqlite3_column_int64(stmt, 0);
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	cJSON_Delete(sections);
+	return rc;
+}
+
+int kb_search_db_prompt_update(struct kb_state *st, const struct kb_prompt *p)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1;
+
+	if (prepare(st, &stmt, "UPDATE prompts SET fitness = ?2, uses = ?3 WHERE id = ?1",
+		    "could not prepare the prompt update"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, p->id);
+	bind_real_or_null(stmt, 2, p->fitness);
+	sqlite3_bind_int64(stmt, 3, p->uses);
+	if (sqlite3_step(stmt) != SQLITE_DONE)
+		db_error(st, "could not update a prompt");
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_prompts_load(struct kb_state *st, int64_t search_id, struct kb_prompt **out, size_t *n)
+{
+	sqlite3_stmt *stmt = NULL;
+	struct kb_prompt *v = NULL;
+	size_t nr = 0, alloc = 0;
+	int rc = -1, step;
+
+	*out = NULL;
+	*n = 0;
+	if (prepare(st, &stmt, "SELECT id, parent_id, sections, fitness, uses FROM prompts WHERE search_id = ?1"
+		    " ORDER BY id", "could not prepare the prompts read"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+		cJSON *sections = col_json(stmt, 2);
+
+		if (nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			v = xrealloc(v, alloc * sizeof(*v));
+		}
+		kb_prompt_init(&v[nr]);
+		v[nr].id = sqlite3_column_int64(stmt, 0);
+		v[nr].parent_id = sqlite3_column_int64(stmt, 1);
+		v[nr].fitness = col_real(stmt, 3);
+		v[nr].uses = sqlite3_column_int64(stmt, 4);
+		nr++;
+		if (kb_prompt_sections_from_json(&v[nr - 1], sections)) {
+			cJSON_Delete(sections);
+			error("prompt %lld of search %lld has bad sections", (long long)v[nr - 1].id,
+			      (long long)search_id);
+			step = SQLITE_ERROR;
+			break;
+		}
+		cJSON_Delete(sections);
+	}
+	if (step != SQLITE_DONE) {
+		if (step != SQLITE_ERROR)
+			db_error(st, "could not read the prompts");
+		for (size_t i = 0; i < nr; i++)
+			kb_prompt_release(&v[i]);
+		free(v);
+		goto out;
+	}
+	*out = v;
+	*n = nr;
+	rc = 0;
+out:
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* --- history --- */
+
+int kb_search_db_history_add(struct kb_state *st, int64_t search_id, double t_s, double best,
+			     int64_t candidate_id)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1;
+
+	if (prepare(st, &stmt, "INSERT INTO search_history (search_id, t_s, best, candidate_id)"
+		    " VALUES (?1, ?2, ?3, ?4)", "could not prepare the history insert"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	sqlite3_bind_double(stmt, 2, t_s);
+	sqlite3_bind_double(stmt, 3, best);
+	bind_id_or_null(stmt, 4, candidate_id);
+	if (sqlite3_step(stmt) != SQLITE_DONE)
+		db_error(st, "could not store the search history");
+	else
+		rc = 0;
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id)
+{
+	sqlite3_stmt *stmt = NULL;
+	cJSON *arr;
+	int step;
+
+	if (prepare(st, &stmt, "SELECT t_s, best, candidate_id FROM search_history WHERE search_id = ?1"
+		    " ORDER BY t_s, rowid", "could not prepare the history read"))
+		return NULL;
+	arr = cJSON_CreateArray();
+	sqlite3_bind_int64(stmt, 1, search_id);
+	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(e, "t_s", round(sqlite3_column_double(stmt, 0) * 100) / 100);
+		cJSON_AddNumberToObject(e, "speedup", round(sqlite3_column_double(stmt, 1) * 1000) / 1000);
+		cJSON_AddNumberToObject(e, "candidate_id", (double)sqlite3_column_int64(stmt, 2));
+		cJSON_AddItemToArray(arr, e);
+	}
+	if (step != SQLITE_DONE) {
+		db_error(st, "could not read the search history");
+		cJSON_Delete(arr);
+		arr = NULL;
+	}
+	sqlite3_finalize(stmt);
+	return arr;
+}
+
+/* --- LLM usage --- */
+
+int kb_search_db_llm_totals(struct kb_state *st, int64_t search_id, struct kb_search_llm_totals *t)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc = -1;
+
+	memset(t, 0, sizeof(*t));
+	if (prepare(st, &stmt, "SELECT count(*), coalesce(sum(status != 'ok'), 0), coalesce(sum(prompt_tokens), 0),"
+		    " coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM llm_calls"
+		    " WHERE search_id = ?1", "could not prepare the llm usage read"))
+		return -1;
+	sqlite3_bind_int64(stmt, 1, search_id);
+	if (sqlite3_step(stmt) == SQLITE_ROW) {
+		t->calls = sqlite3_column_int64(stmt, 0);
+		t->failed = sqlite3_column_int64(stmt, 1);
+		t->prompt_tokens = sqlite3_column_int64(stmt, 2);
+		t->completion_tokens = sqlite3_column_int64(stmt, 3);
+		t->cost_usd = sqlite3_column_double(stmt, 4);
+		rc = 0;
+	} else {
+		db_error(st, "could not read the llm usage");
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct strbuf *status,
+			      struct strbuf *error)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	if (prepare(st, &stmt, "SELECT status, response FROM llm_calls WHERE call_key = ?1"
+		    " AND status IN ('empty', 'malformed') ORDER BY id DESC LIMIT 1",
+		    "could not prepare the llm call lookup"))
+		return -1;
+	sqlite3_bind_text(stmt, 1, call_key, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_ROW) {
+		const char *s = (const char *)sqlite3_column_text(stmt, 0);
+		const char *e = (const char *)sqlite3_column_text(stmt, 1);
+
+		strbuf_addstr(status, s ? s : "");
+		strbuf_addstr(error, e ? e : "");
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = KB_ENOTFOUND;
+	} else {
+		rc = db_error(st, "could not look up an llm call");
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}

@@ -1,0 +1,447 @@
+#include "core/common.h"
+#include "search/search_priv.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/signals.h"
+#include "core/state.h"
+#include "core/util.h"
+#include "search/behavior.h"
+#include "search/extract.h"
+#include "search/llm_verifiers.h"
+#include "templates/tune.h"
+#include "verifier/evidence.h"
+#include "verifier/harness_client.h"
+#include "verifier/static_check.h"
+
+#include <math.h>
+
+struct kb_search_cand *srch_cand_new(const struct srch *s, const char *proposer, const char *source,
+				     int64_t g, int64_t island, int64_t slot, int64_t round)
+{
+	struct kb_search_cand *c = xmalloc(sizeof(*c));
+
+	kb_search_cand_init(c);
+	c->proposer = xstrdup(proposer);
+	c->source = xstrdup(source);
+	kb_source_hash(source, c->hash);
+	c->backend = xstrdup(s->backend);
+	c->generation = g;
+	c->island = island;
+	c->slot = slot;
+	c->round = round;
+	return c;
+}
+
+static void cands_push(struct srch *s, struct kb_search_cand *c)
+{
+	if (s->nr_cands == s->alloc_cands) {
+		s->alloc_cands = s->alloc_cands ? 2 * s->alloc_cands : 32;
+		s->cands = xrealloc(s->cands, s->alloc_cands * sizeof(*s->cands));
+	}
+	s->cands[s->nr_cands++] = c;
+}
+
+int srch_register(struct srch *s, struct kb_search_cand *c, struct kb_search_cand **out)
+{
+	int rc;
+
+	*out = NULL;
+	for (size_t i = 0; i < s->nr_cands; i++) {
+		struct kb_search_cand *e = s->cands[i];
+
+		if (strcmp(e->hash, c->hash))
+			continue;
+		if (e->call_key && c->call_key && !strcmp(e->call_key, c->call_key)) {
+			/* proposed before a kill: its outcome (if any) stands */
+			e->slot = c->slot;
+			e->round = c->round;
+			*out = e;
+		} else {
+			log_info("search: %s proposal %s duplicates candidate %lld", c->proposer,
+				 c->call_key ? c->call_key : "", (long long)e->id);
+			kb_progress_note(s->pg, "%s proposal: same kernel as #%lld (dropped)", c->proposer,
+					 (long long)e->id);
+		}
+		kb_search_cand_free(c);
+		return 0;
+	}
+	rc = kb_search_db_cand_insert(s->st, s->row.id, c);
+	if (rc == KB_EEXISTS) {
+		kb_search_cand_free(c);
+		return 0;
+	}
+	if (rc) {
+		kb_search_cand_free(c);
+		return -1;
+	}
+	cands_push(s, c);
+	*out = c;
+	return 0;
+}
+
+struct kb_search_cand *srch_cand(const struct srch *s, int64_t id)
+{
+	/* ids grow with the array: binary search */
+	size_t lo = 0, hi = s->nr_cands;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->cands[mid]->id == id)
+			return s->cands[mid];
+		if (s->cands[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static bool is_llm_proposer(const char *p)
+{
+	return p && strcmp(p, "template") && strcmp(p, "tune");
+}
+
+struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size_t nr_skip, bool llm_only)
+{
+	struct kb_search_cand *best = NULL;
+
+	for (size_t i = 0; i < s->nr_cands; i++) {
+		struct kb_search_cand *c = s->cands[i];
+		bool skipped = false;
+
+		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0)
+			continue;
+		if (llm_only && !is_llm_proposer(c->proposer))
+			continue;
+		for (size_t k = 0; k < nr_skip; k++)
+			skipped = skipped || skip[k] == c->id;
+		if (!skipped && (!best || c->speedup > best->speedup))
+			best = c;
+	}
+	return best;
+}
+
+/* Decided before any build: a finding is the candidate's "static" rejection. */
+static bool static_reject(struct srch *s, struct kb_search_cand *c)
+{
+	struct kb_findings f = KB_FINDINGS_INIT;
+	struct strbuf sb = STRBUF_INIT;
+	enum kb_kernel_abi abi = kb_source_abi(c->source, strlen(c->source));
+	bool rejected = false;
+
+	cJSON_Delete(c->reasons);
+	c->reasons = cJSON_CreateArray();
+	if (abi != KB_ABI_NATIVE) {
+		cJSON *r = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(r, "check", "static");
+		cJSON_AddStringToObject(r, "message", abi == KB_ABI_TORCH_EXT
+					? "a torch extension: the search takes native-ABI kernels only (kb_forward)"
+					: "defines no kb_forward");
+		cJSON_AddItemToArray(c->reasons, r);
+		rejected = true;
+	} else if (kb_static_check(c->source, strlen(c->source), KB_ABI_NATIVE, &f) > 0) {
+		for (size_t i = 0; i < f.nr; i++) {
+			cJSON *r = cJSON_CreateObject();
+
+			strbuf_reset(&sb);
+			strbuf_addf(&sb, "line %d: %s: %s", f.v[i].line, f.v[i].rule, f.v[i].message);
+			cJSON_AddStringToObject(r, "check", "static");
+			cJSON_AddStringToObject(r, "message", sb.buf);
+			cJSON_AddItemToArray(c->reasons, r);
+		}
+		rejected = true;
+	}
+	if (!rejected) {
+		cJSON_Delete(c->reasons);
+		c->reasons = NULL;
+	} else {
+		kb_strlcpy(c->verdict, "static", sizeof(c->verdict));
+	}
+	kb_findings_release(&f);
+	strbuf_release(&sb);
+	return rejected;
+}
+
+/* A candidate the verifiers rejected is evaluated anyway for this share of hashes (deterministic). */
+static bool audit_draw(const struct srch *s, const struct kb_search_cand *c)
+{
+	uint64_t h = 0;
+
+	for (int i = 0; i < 8 && c->hash[i]; i++) {
+		int ch = c->hash[i];
+
+		h = h * 16 + (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+	}
+	return (double)h / 4294967296.0 < s->cfg->search_verifier_audit;
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* "check: message" of the first rejecting reason. */
+static void first_reason(const cJSON *reasons, struct strbuf *out)
+{
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, reasons) {
+		const char *check = jstr(r, "check");
+
+		if (check && !strcmp(check, "suspicious_speedup"))
+			continue;
+		strbuf_addf(out, "%s: %s", check ? check : "?", jstr(r, "message") ? jstr(r, "message") : "");
+		return;
+	}
+}
+
+static void note_failure(struct srch *s, const struct kb_search_cand *c)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	first_reason(c->reasons, &sb);
+	srch_diagnose(s, "%s kernel #%lld: %s: %s", c->proposer, (long long)c->id, c->verdict,
+		      sb.len ? sb.buf : "no reason given");
+	strbuf_release(&sb);
+}
+
+struct eval_ctx {
+	struct srch *s;
+	struct kb_search_cand **todo;
+	size_t done;
+};
+
+static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *payload)
+{
+	struct eval_ctx *ec = payload;
+	struct srch *s = ec->s;
+	struct kb_search_cand *c = ec->todo[i];
+	const char *verdict = kb_evidence_verdict(ev);
+	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(ev, "summary");
+	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(ev, "kernelbot");
+	const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+	const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons"), *r;
+	struct kb_behavior b;
+	struct strbuf detail = STRBUF_INIT;
+	bool has_build = false, has_static = false;
+
+	cJSON_ArrayForEach(r, reasons) {
+		const char *check = jstr(r, "check");
+
+		has_build = has_build || (check && !strcmp(check, "build"));
+		has_static = has_static || (check && !strcmp(check, "static"));
+	}
+	if (!strcmp(verdict, "verified")) {
+		const cJSON *ge = cJSON_GetObjectItemCaseSensitive(summary, "geomean_speedup_eager");
+		const cJSON *gc = cJSON_GetObjectItemCaseSensitive(summary, "geomean_speedup_compile");
+
+		kb_strlcpy(c->verdict, "verified", sizeof(c->verdict));
+		c->speedup = cJSON_IsNumber(ge) ? ge->valuedouble : NAN;
+		c->speedup_compile = cJSON_IsNumber(gc) ? gc->valuedouble : NAN;
+	} else if (!strcmp(verdict, "rejected")) {
+		kb_strlcpy(c->verdict, has_build ? "build" : has_static ? "static" : "rejected", sizeof(c->verdict));
+	} else {
+		kb_strlcpy(c->verdict, "error", sizeof(c->verdict));
+	}
+	cJSON_Delete(c->reasons);
+	c->reasons = cJSON_IsArray(reasons) ? cJSON_Duplicate(reasons, true) : NULL;
+	cJSON_Delete(c->build_info);
+	c->build_info = cJSON_IsObject(build) ? cJSON_Duplicate(build, true) : NULL;
+	cJSON_Delete(c->evidence);
+	c->evidence = cJSON_Duplicate(ev, true);
+	if (!strcmp(c->verdict, "verified"))
+		cJSON_DeleteItemFromObjectCaseSensitive(c->evidence, "log_tail");
+	kb_behavior_score(c->source, s->o->backend, &b);
+	c->cell = kb_behavior_cell(&b);
+	if (kb_search_db_cand_update(s->st, c))
+		log_warn("search: the outcome of candidate %lld was not stored", (long long)c->id);
+	s->evaluated++;
+
+	strbuf_addf(&detail, "#%lld %s", (long long)c->id, c->proposer);
+	if (!strcmp(c->verdict, "verified")) {
+		strbuf_addstr(&detail, ": ");
+		srch_fmt_speedup(c->speedup, &detail);
+	} else {
+		/* "build: compile failed ...", "rejected: correctness: ..." */
+		if (strcmp(c->verdict, "build") && strcmp(c->verdict, "static"))
+			strbuf_addf(&detail, ": %s", c->verdict);
+		strbuf_addstr(&detail, ": ");
+		first_reason(c->reasons, &detail);
+		note_failure(s, c);
+	}
+	ec->done++;
+	kb_progress_step(s->pg, ec->done, detail.buf);
+	strbuf_release(&detail);
+	(void)kernel_path;
+}
+
+/* Build and run the candidates in todo (all pending) in the harness worker. */
+static int evaluate(struct srch *s, struct kb_search_cand **todo, size_t m, const char *stage)
+{
+	const char **paths = xcalloc(m ? m : 1, sizeof(*paths));
+	cJSON **evs = xcalloc(m ? m : 1, sizeof(*evs));
+	int64_t final_seeds = s->o->final_seeds > 0 ? s->o->final_seeds : s->cfg->seeds;
+	struct kb_eval_opts eo = {
+		.operator_path = s->o->operator_path, .mode = "bench", .pass = s->pass,
+		.backend = s->o->backend, .seeds = final_seeds < KB_TUNE_SEEDS ? final_seeds : KB_TUNE_SEEDS,
+		.timing = true,
+	};
+	struct eval_ctx ec = { .s = s, .todo = todo };
+	struct strbuf path = STRBUF_INIT;
+	struct kb_config tcfg;
+	int rc = 0;
+
+	if (kb_mkdir_p(s->work.buf, 0755)) {
+		rc = error_errno("could not create '%s'", s->work.buf);
+		goto out;
+	}
+	for (size_t i = 0; i < m; i++) {
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/%.16s%s", s->work.buf, todo[i]->hash, s->ext);
+		if (kb_write_file_atomic(path.buf, todo[i]->source, strlen(todo[i]->source))) {
+			rc = error_errno("could not write '%s'", path.buf);
+			goto out;
+		}
+		paths[i] = xstrdup(path.buf);
+	}
+	kb_progress_stage(s->pg, stage, m);
+	/* fitness is the speedup over eager; torch.compile only in the final check */
+	tcfg = *s->cfg;
+	tcfg.baselines = (char *)"eager";
+	s->vf->cfg = &tcfg;
+	kb_verifier_use_worker(s->vf);
+	rc = kb_verifier_evaluate_many(s->vf, &eo, paths, m, evs, on_eval, &ec);
+	s->vf->cfg = s->cfg;
+out:
+	for (size_t i = 0; i < m; i++) {
+		cJSON_Delete(evs[i]);
+		free((char *)paths[i]);
+	}
+	free(evs);
+	free(paths);
+	strbuf_release(&path);
+	return rc;
+}
+
+static void record_best(struct srch *s, const struct kb_search_cand *c)
+{
+	if (!(c->speedup > s->best_fitness))
+		return;
+	s->best_fitness = c->speedup;
+	s->best_id = c->id;
+	if (s->nr_hist == s->alloc_hist) {
+		s->alloc_hist = s->alloc_hist ? 2 * s->alloc_hist : 16;
+		s->hist = xrealloc(s->hist, s->alloc_hist * sizeof(*s->hist));
+	}
+	s->hist[s->nr_hist].t_s = srch_wall_s(s);
+	s->hist[s->nr_hist].best = c->speedup;
+	s->hist[s->nr_hist].candidate_id = c->id;
+	s->nr_hist++;
+	kb_progress_note(s->pg, "new best: #%lld (%s%s%s), %.2fx", (long long)c->id, c->proposer,
+			 c->model ? ", " : "", c->model ? c->model : "", c->speedup);
+}
+
+int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+{
+	struct kb_search_cand **todo = xcalloc(n ? n : 1, sizeof(*todo));
+	size_t m = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct kb_search_cand *c = batch[i];
+		bool pass = true;
+
+		if (strcmp(c->verdict, "pending"))
+			continue; /* decided by an earlier run */
+		if (static_reject(s, c)) {
+			if (kb_search_db_cand_update(s->st, c)) {
+				rc = -1;
+				goto out;
+			}
+			note_failure(s, c);
+			kb_progress_note(s->pg, "#%lld %s: static: %s", (long long)c->id, c->proposer,
+					 jstr(cJSON_GetArrayItem(c->reasons, 0), "message"));
+			continue;
+		}
+		if (s->cfg->search_llm_verifiers && !s->no_verifiers) {
+			const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->verifiers, "pass");
+
+			if (cJSON_IsBool(p)) {
+				pass = cJSON_IsTrue(p);
+			} else {
+				rc = srch_llm_verify(s, c, &pass);
+				if (rc)
+					goto out;
+			}
+			if (!pass) {
+				bool audited = audit_draw(s, c);
+
+				cJSON_DeleteItemFromObjectCaseSensitive(c->verifiers, "audited");
+				cJSON_AddBoolToObject(c->verifiers, "audited", audited);
+				c->audited = audited;
+				if (!audited) {
+					const cJSON *v;
+
+					kb_strlcpy(c->verdict, "filtered", sizeof(c->verdict));
+					cJSON_Delete(c->reasons);
+					c->reasons = cJSON_CreateArray();
+					cJSON_ArrayForEach(v, c->verifiers) {
+						const char *verdict = jstr(v, "verdict");
+						cJSON *r;
+
+						if (!verdict || strcmp(verdict, "FAIL"))
+							continue;
+						r = cJSON_CreateObject();
+						cJSON_AddStringToObject(r, "check", "llm_verifier");
+						cJSON_AddStringToObject(r, "verifier", v->string);
+						cJSON_AddStringToObject(r, "message", jstr(v, "note") ? jstr(v, "note") : "");
+						cJSON_AddItemToArray(c->reasons, r);
+					}
+					kb_progress_note(s->pg, "#%lld %s: filtered by the llm verifiers", (long long)c->id,
+							 c->proposer);
+					note_failure(s, c);
+				}
+			}
+			if (kb_search_db_cand_update(s->st, c)) {
+				rc = -1;
+				goto out;
+			}
+			if (!pass && !c->audited)
+				continue;
+		}
+		todo[m++] = c;
+	}
+	if (m && s->o->deadline_ms && kb_now_ms() >= s->o->deadline_ms) {
+		srch_cut_short(s, "the time budget ran out");
+		m = 0;
+	}
+	if (m && kb_stop_requested()) {
+		rc = KB_ECANCELLED;
+		goto out;
+	}
+	if (m) {
+		rc = evaluate(s, todo, m, stage);
+		if (rc)
+			goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct kb_search_cand *c = batch[i];
+		struct kb_prompt *p;
+
+		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0 || c->cell < 0)
+			continue;
+		if (kb_archive_offer(&s->archive, (size_t)c->island % s->nr_islands, c->cell, c->id, c->speedup) < 0)
+			log_warn("search: candidate %lld could not be offered to the archive", (long long)c->id);
+		p = c->prompt_id ? srch_prompt(s, c->prompt_id) : NULL;
+		if (p)
+			kb_prompt_credit(p, c->speedup);
+		record_best(s, c);
+	}
+out:
+	free(todo);
+	return rc;
+}

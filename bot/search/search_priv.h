@@ -1,0 +1,179 @@
+#ifndef KB_SEARCH_PRIV_H
+#define KB_SEARCH_PRIV_H
+/*
+ * What the search's files share (search.c the loop, search_llm.c model
+ * calls and prompt text, search_eval.c candidates and their evaluation,
+ * llm_verifiers.c the soft verifiers, tune_llm.c the template step,
+ * search_status.c the summary). Not for use outside bot/search.
+ */
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "core/strvec.h"
+#include "llm/llm.h"
+#include "llm/usage.h"
+#include "search/archive.h"
+#include "search/metaprompt.h"
+#include "search/search.h"
+#include "search/search_db.h"
+#include "search/search_prompts.h"
+
+struct kb_verifier;
+
+/* A best-so-far point of the history. */
+struct srch_hist {
+	double t_s, best;
+	int64_t candidate_id;
+};
+
+/* The prompt template files, loaded once. */
+enum srch_tmpl {
+	T_TRANSLATE, T_REPAIR, T_MUTATE, T_CROSSOVER, T_VERIFY_COMPILE, T_VERIFY_NUMERICS,
+	T_VERIFY_MEMORY, T_META, T_TEMPLATIZE, T_INSPIRATION, T_RULES, T_EXAMPLE,
+	T_STRATEGIES, T_PITFALLS, T_ANALYSIS, T_NR
+};
+
+struct srch {
+	struct kb_verifier *vf;
+	const struct kb_config *cfg;
+	struct kb_state *st;
+	struct kb_llm_client *llm;
+	const struct kb_search_opts *o;
+	struct kb_search_result *res;
+	struct kb_progress *pg;
+	struct kb_llm_budget budget;
+
+	/* identity */
+	struct kb_search_row row;      /* id, key, generation (completed), rng, best, wall_s */
+	char call_base[17];
+	char op_hash[65], settings[17];
+	uint64_t seed;
+	const char *backend, *pass, *ext;
+	char *device;
+	size_t nr_islands;
+	int64_t generations;           /* of evolution */
+	struct strbuf work;            /* <state_dir>/search/<id>: kernel files */
+
+	/* prompt material */
+	struct strbuf tmpl[T_NR];
+	struct kb_prompt_vars base;    /* operator, configs, ABI, example, rules, device, ... */
+
+	/* what the search knows */
+	struct kb_archive archive;
+	struct kb_prompt *prompts;
+	size_t nr_prompts, alloc_prompts;
+	struct kb_search_cand **cands; /* every candidate of the search, in id order */
+	size_t nr_cands, alloc_cands;
+	struct srch_hist *hist;
+	size_t nr_hist, alloc_hist, hist_stored;
+	double best_fitness;           /* 0: none */
+	int64_t best_id;
+	struct strvec diagnoses;       /* recent failures, for meta-prompt rewrites */
+
+	/* this run */
+	int64_t t0_ms;
+	double wall_before;            /* wall_s of earlier runs of this search */
+	int64_t generation;            /* the generation being worked on */
+	char *cut_short;
+	size_t evaluated, replayed, asked, failed_calls;
+	bool no_verifiers;             /* template points skip the LLM verifiers */
+};
+
+/* --- search.c --- */
+
+/* Seconds this search has run, earlier runs included. */
+double srch_wall_s(const struct srch *s);
+/* Stop proposing from now on, for why (the first reason is kept). */
+void srch_cut_short(struct srch *s, const char *fmt, ...) KB_PRINTF(2, 3);
+/* The candidate with id, NULL when unknown. */
+struct kb_search_cand *srch_cand(const struct srch *s, int64_t id);
+/* The prompt with id, NULL when unknown. */
+struct kb_prompt *srch_prompt(const struct srch *s, int64_t id);
+/* Remember a failure line for the next meta-prompt rewrite. */
+void srch_diagnose(struct srch *s, const char *fmt, ...) KB_PRINTF(2, 3);
+
+/* --- search_llm.c --- */
+
+/* An rng state that depends only on the seed and text (so on a call key, not on the run). */
+uint64_t srch_rng_for(const struct srch *s, const char *text);
+
+/*
+ * One recorded model call under the key g/island/slot/purpose/attempt
+ * with prompt as the user message; model is an index, or SIZE_MAX to
+ * draw one from the key. Returns 0 with reply OK (replayed or new), 1 when
+ * the call failed (recorded; the slot moves on), KB_EBUDGET when a budget
+ * or the deadline stops it (the search is cut short), KB_ECANCELLED, -1
+ * on a store error. key (may be NULL) receives the call key.
+ */
+int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
+	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
+	     struct strbuf *key);
+
+/* Render template t with the base variables plus v. 0, or -1 (logged). */
+int srch_render(struct srch *s, enum srch_tmpl t, const struct kb_prompt_vars *v, struct strbuf *out);
+
+/* Prompt material: the base variables from the operator, describe, ABI and templates. 0 or -1. */
+int srch_context_init(struct srch *s);
+/* "1.23x" or "not timed". */
+void srch_fmt_speedup(double x, struct strbuf *out);
+/* "memory 2, compute 1, parallelism 1" of a cell (-1: "unknown"). */
+void srch_fmt_behavior(int cell, struct strbuf *out);
+/* A candidate's evidence as text for a prompt: per-config speedups, roofline shares. */
+void srch_evidence_text(const struct kb_search_cand *c, struct strbuf *out);
+/* nvcc's resource figures of a candidate ("" when none). */
+void srch_resources_text(const struct srch *s, const struct kb_search_cand *c, struct strbuf *out);
+/* Profiler-style hints from the evidence and the resources, one per line ("" when none). */
+void srch_hints_text(const struct srch *s, const struct kb_search_cand *c, struct strbuf *out);
+/* What went wrong with a failed candidate, for a repair prompt; failure_kind gets a short phrase. */
+void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struct strbuf *failure_kind);
+/* The kernel code of a reply into out; 0, or -1 with why (nothing logged). */
+int srch_extract(const char *reply, struct strbuf *out, struct strbuf *why);
+
+/* --- search_eval.c --- */
+
+/* A new candidate (not registered) with the search's backend. */
+struct kb_search_cand *srch_cand_new(const struct srch *s, const char *proposer, const char *source,
+				     int64_t g, int64_t island, int64_t slot, int64_t round);
+
+/*
+ * Register a proposed candidate: a new source is stored (pending) and
+ * returned in *out; a source the search already holds under the same
+ * call key (a resumed run) returns that candidate; one held under
+ * another key is a duplicate: *out NULL. c is consumed. 0 or -1.
+ */
+int srch_register(struct srch *s, struct kb_search_cand *c, struct kb_search_cand **out);
+
+/*
+ * Filter and evaluate the candidates of one batch that are still
+ * pending (static checks, LLM verifiers, build, harness), then offer the
+ * verified ones to the archive, credit their prompts and note new bests.
+ * stage names the progress stage. 0, -1, KB_ECANCELLED.
+ */
+int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage);
+
+/* The most fit verified candidate not in skip (ids; may be NULL), with proposer filter (NULL: any); NULL: none. */
+struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size_t nr_skip,
+				 bool llm_only);
+
+/* --- llm_verifiers.c --- */
+
+/*
+ * Run the three soft verifiers on c (static checks passed): c->verifiers
+ * gets each verdict and "pass"; *pass false when one said FAIL. A failed
+ * call or a reply without a verdict counts as a pass (the filter never
+ * drops a kernel because of a model error). 0, KB_ECANCELLED, -1.
+ */
+int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass);
+
+/* --- tune_llm.c --- */
+
+/* The template step (generation g): templatize the best LLM kernel and tune its parameters. 0, -1, KB_ECANCELLED. */
+int srch_template_step(struct srch *s, int64_t g);
+
+/* --- search_status.c --- */
+
+/* kernel.json's "search" object for the search so far. */
+cJSON *srch_summary(struct srch *s, bool final);
+/* Rewrite o->status_path (atomic) with summary, NULL: the running summary; nothing when unset. */
+void srch_write_status(struct srch *s, const cJSON *summary);
+
+#endif

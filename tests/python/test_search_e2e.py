@@ -1,0 +1,449 @@
+"""End to end: `kernelbot run` with a model configured runs the LLM search
+(bot/search) on the CPU backend, with real torch, real g++ builds, the
+real harness and the LLM simulator (tests/sim/llm_sim.py) on loopback
+answering from its corpus for tests/operators/kb_relu.py and kb_softmax.py.
+
+One state dir for the module: the templates' tuning, the build cache and
+the final checks are shared, each test runs its own search (its own seed
+or settings). What is checked:
+  - the search keeps the fastest right kernel and never archives a wrong
+    one; every wrong corpus kernel it was given is rejected for the
+    reason the corpus says (OpenAI protocol, verifiers on, all audited);
+  - the Anthropic protocol, injected 429 / 5xx / timeouts / malformed /
+    empty replies, verifiers on without audit (wrong kernels filtered
+    before any build);
+  - a tiny money budget with non-zero prices: cut short, never overspent;
+    verifiers off: not one verifier request;
+  - SIGKILL mid-search and a rerun: the same search resumes, no candidate
+    is evaluated twice, no model call is made twice;
+  - --fresh with the same seed replays every recorded answer: no request
+    at all, the same candidate sources in the same order.
+"""
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+TOP = os.environ.get("KB_TOP") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("KB_BIN") or os.path.join(TOP, "build", "kernelbot")
+sys.path.insert(0, os.path.join(TOP, "tests", "sim"))
+
+from llm_sim import LLMSim  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="kernelbot binary not built")
+
+RELU = os.path.join(TOP, "tests", "operators", "kb_relu.py")
+SOFTMAX = os.path.join(TOP, "tests", "operators", "kb_softmax.py")
+CORPUS = os.path.join(TOP, "tests", "sim", "llm_corpus")
+
+# the relu corpus entries the first search draws from (16: one epoch of its 16 kernel slots)
+RELU_ONLY = ["fast_omp_simd", "duplicate_fast", "medium_scalar", "slow_indexed", "two_blocks",
+             "unwritten", "out_of_bounds", "input_mutation", "precision", "wrong_formula",
+             "error_return", "nocompile_syntax", "static_threads", "missing_entry",
+             "malformed_no_block", "empty"]
+
+SUMMARY_KEYS = {"proposer", "models", "candidates", "verified", "generations", "wall_s", "llm",
+                "verifiers", "archive_grid", "filled_cells", "history", "cut_short", "best"}
+
+EVAL_LINE = re.compile(r"^\[(?:translate|evolve \d+/\d+|templates)(?: \d+/\d+)?\] #(\d+) ", re.M)
+
+
+# --- the corpus, for mapping candidates back to entries ---
+
+FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+
+
+def norm(code):
+    """Comments dropped, whitespace collapsed: enough to match a candidate to its entry."""
+    code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)
+    code = re.sub(r"//[^\n]*", " ", code)
+    return re.sub(r"\s+", "", code)
+
+
+def corpus_entries(op):
+    """norm(kernel) -> manifest entry, for the entries that carry a kernel."""
+    d = os.path.join(CORPUS, op)
+    with open(os.path.join(d, "manifest.json")) as f:
+        man = json.load(f)
+    out = {}
+    for e in man["entries"]:
+        with open(os.path.join(d, e["file"])) as f:
+            blocks = [m.group(2) for m in FENCE.finditer(f.read())]
+        blocks = [b for b in blocks if b.strip()]
+        if not blocks:
+            continue
+        abi = [b for b in blocks if "kb_forward" in b]
+        code = max(abi or blocks, key=len)
+        out.setdefault(norm(code), e)
+    return out
+
+
+# --- fixtures ---
+
+@pytest.fixture(scope="module")
+def sim():
+    s = LLMSim(seed=7).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("search-e2e")
+    return {"dir": d, "state": d / "state", "runs": {}}
+
+
+def config(env, sim, name, provider="openai", verifiers=True, audit=1.0, islands=2,
+           generations=2, per_generation=3, initial=4, repair=1, meta=1, prices=(0, 0),
+           budget_usd=0, max_tokens=4000, tune=True):
+    path = env["dir"] / ("%s.ini" % name)
+    path.write_text(
+        "[core]\nstate_dir = %s\n"
+        "[harness]\npython = %s\nbackend = cpu\nseeds = 2\nmax_configs = 3\n"
+        "[bench]\nwarmup = 1\nmin_time_ms = 5\nmax_reps = 20\n"
+        "[templates]\nmax_points = 2\nexhaustive_limit = 1\nrefine_rounds = 1\n"
+        "[llm]\nmodels = sim\ntimeout_s = 1\nmax_retries = 2\n"
+        "[llm.sim]\nprovider = %s\nbase_url = %s\nmodel = sim-1\napi_key = sk-test\n"
+        "max_tokens = %d\nprice_in_per_mtok = %g\nprice_out_per_mtok = %g\n"
+        "[search]\nllm_verifiers = %s\nverifier_audit = %g\nislands = %d\ngenerations = %d\n"
+        "per_generation = %d\ninitial = %d\nrepair_rounds = %d\nmeta_interval = %d\n"
+        "migration_interval = 1\ncrossover = 0.3\ninspirations = 2\ntune_templates = %s\n"
+        "job_budget_usd = %g\n"
+        % (env["state"], sys.executable, provider, sim.base_url, max_tokens, prices[0], prices[1],
+           "on" if verifiers else "off", audit, islands, generations, per_generation, initial,
+           repair, meta, "on" if tune else "off", budget_usd))
+    return str(path)
+
+
+def run(env, cfg, op, out, *args, timeout=240):
+    t = time.monotonic()
+    r = subprocess.run([BIN, "run", op, "-c", cfg, "--backend", "cpu", "--seeds", "2",
+                        "--out", str(env["dir"] / out)] + list(args),
+                       capture_output=True, text=True, timeout=timeout, cwd=str(env["dir"]))
+    r.seconds = time.monotonic() - t
+    return r
+
+
+def db(env):
+    return sqlite3.connect(str(env["state"] / "kernelbot.db"))
+
+
+def kernel_json(env, out):
+    with open(env["dir"] / out / "kernel.json") as f:
+        return json.load(f)
+
+
+def candidates(env, search_id):
+    with db(env) as c:
+        rows = c.execute("SELECT id, proposer, source, verdict, reasons, speedup, cell, verifiers,"
+                         " call_key, evidence IS NOT NULL FROM candidates WHERE search_id = ?"
+                         " ORDER BY id", (search_id,)).fetchall()
+    keys = ("id", "proposer", "source", "verdict", "reasons", "speedup", "cell", "verifiers",
+            "call_key", "has_evidence")
+    out = []
+    for row in rows:
+        d = dict(zip(keys, row))
+        d["reasons"] = json.loads(d["reasons"]) if d["reasons"] else []
+        d["verifiers"] = json.loads(d["verifiers"]) if d["verifiers"] else None
+        out.append(d)
+    return out
+
+
+def archive_ids(env, search_id):
+    with db(env) as c:
+        return {r[0] for r in c.execute("SELECT candidate_id FROM archive_cells WHERE search_id = ?",
+                                        (search_id,))}
+
+
+def checks_of(cand):
+    return {r.get("check") for r in cand["reasons"]}
+
+
+def relu_search(env, sim):
+    """The first relu search (once per module)."""
+    if "relu" not in env["runs"]:
+        sim.only(RELU_ONLY)
+        try:
+            cfg = config(env, sim, "relu")
+            r = run(env, cfg, RELU, "relu", "--seed", "101")
+        finally:
+            sim.only(None)
+        env["runs"]["relu"] = r
+    return env["runs"]["relu"]
+
+
+# --- the search keeps the best and never archives a wrong kernel ---
+
+def test_search_finds_and_keeps_the_best(env, sim):
+    r = relu_search(env, sim)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "verified kernel for" in r.stdout
+    k = kernel_json(env, "relu")
+    s = k["search"]
+    assert SUMMARY_KEYS <= set(s), set(s) ^ SUMMARY_KEYS
+    assert s["proposer"] == "llm search" and s["models"] == ["sim"]
+    assert s["generations"] == 2 and s["cut_short"] is None
+    assert set(s["llm"]) >= {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}
+    assert s["llm"]["calls"] > 0 and s["llm"]["prompt_tokens"] > 0
+    assert set(s["best"]) >= {"candidate_id", "proposer", "model", "generation", "island", "cell"}
+    assert s["filled_cells"] >= 1 and "cells filled" in s["archive_grid"]
+    assert s["history"] and all(a["speedup"] <= b["speedup"]
+                                for a, b in zip(s["history"], s["history"][1:]))
+
+    sid = s["search_id"]
+    cands = candidates(env, sid)
+    verified = [c for c in cands if c["verdict"] == "verified"]
+    assert verified
+    best = max(verified, key=lambda c: c["speedup"])
+    # kept: the fastest verified kernel is an elite, and it is what was shipped
+    assert best["id"] in archive_ids(env, sid)
+    if s["best"]["candidate_id"] != best["id"]:
+        assert "final check of #%d failed" % best["id"] in r.stderr, r.stderr
+    shipped = [c for c in cands if c["id"] == s["best"]["candidate_id"]][0]
+    with open(env["dir"] / "relu" / "kernel.cpp") as f:
+        assert f.read() == shipped["source"]
+    assert k["verdict"] == "verified"
+
+    # the corpus: every entry was proposed (one epoch), the duplicate was dropped
+    entries = corpus_entries("kb_relu")
+    by_name = {}
+    for c in cands:
+        e = entries.get(norm(c["source"]))
+        if e:
+            by_name.setdefault(e["name"], []).append(c)
+    for name in ("fast_omp_simd", "medium_scalar", "slow_indexed", "unwritten", "wrong_formula",
+                 "nocompile_syntax", "static_threads"):
+        assert name in by_name, (name, sorted(by_name))
+    assert "duplicate_fast" not in by_name  # same normalised source as fast_omp_simd
+    assert len(by_name["fast_omp_simd"]) == 1
+    # the fast kernel beats the slow one, and nothing the search kept is slower than it needs be
+    fast = by_name["fast_omp_simd"][0]
+    slow = by_name["slow_indexed"][0]
+    assert fast["verdict"] == "verified" and slow["verdict"] == "verified"
+    assert fast["speedup"] > slow["speedup"]
+    assert best["speedup"] >= fast["speedup"]
+
+    # never a wrong kernel in the archive, and every wrong one rejected for its reason
+    for cid in archive_ids(env, sid):
+        c = [x for x in cands if x["id"] == cid][0]
+        assert c["verdict"] == "verified" and c["speedup"] > 0
+        e = entries.get(norm(c["source"]))
+        assert e is None or e["kind"] == "right", (cid, e)
+    wrong = 0
+    for name, cs in by_name.items():
+        e = [x for x in entries.values() if x["name"] == name][0]
+        if e["kind"] == "right":
+            continue
+        for c in cs:
+            wrong += 1
+            if e["expect"] == "build":
+                assert c["verdict"] == "build", (name, c["verdict"], c["reasons"])
+            elif e["expect"] == "static":
+                assert c["verdict"] == "static", (name, c["verdict"], c["reasons"])
+            else:
+                assert c["verdict"] == "rejected", (name, c["verdict"], c["reasons"])
+                assert e["expect"] in checks_of(c), (name, c["reasons"])
+    assert wrong >= 6
+
+    # the verifiers ran on every candidate past the static checks; all audited, so measured
+    for c in cands:
+        if c["verdict"] in ("verified", "rejected", "build") and c["proposer"] not in ("template", "tune"):
+            assert c["verifiers"] and set(c["verifiers"]) >= {"compile", "numerics", "memory", "pass"}
+    v = s["verifiers"]
+    assert set(v) >= {"precision", "recall", "tp", "fp", "fn", "tn"}
+    assert v["tp"] > 0 and v["precision"] is not None and v["recall"] is not None
+    assert 0 <= v["precision"] <= 1 and 0 <= v["recall"] <= 1
+    assert "precision" in r.stdout
+
+    # meta-prompts: a rewrite was asked and stored; repairs happened
+    st = sim.stats()
+    assert st["by_purpose"].get("verify", 0) > 0 and st["by_purpose"].get("rewrite", 0) > 0
+    with db(env) as c:
+        assert c.execute("SELECT count(*) FROM prompts WHERE search_id = ? AND parent_id IS NOT NULL",
+                         (sid,)).fetchone()[0] >= 1
+        assert c.execute("SELECT count(*) FROM prompts WHERE search_id = ? AND fitness > 0",
+                         (sid,)).fetchone()[0] >= 1
+        assert c.execute("SELECT state FROM searches WHERE id = ?", (sid,)).fetchone()[0] == "done"
+        assert c.execute("SELECT count(*) FROM search_history WHERE search_id = ?", (sid,)).fetchone()[0] >= 1
+    assert any(c["proposer"] == "repair" for c in cands)
+
+    # report.md, search.json and the progress lines
+    with open(env["dir"] / "relu" / "report.md") as f:
+        md = f.read()
+    for h in ("## LLM search", "### Archive", "### LLM verifiers", "Found by the LLM search"):
+        assert h in md, h
+    with open(env["dir"] / "relu" / "search.json") as f:
+        sj = json.load(f)
+    assert SUMMARY_KEYS <= set(sj) and sj["search_id"] == sid and sj["state"] == "done"
+    assert sj["best"]["candidate_id"] == s["best"]["candidate_id"]
+    assert "[translate" in r.stderr and "[evolve 2/2" in r.stderr and "[final check]" in r.stderr
+    assert re.search(r"#\d+ \w+: \d+\.\d\dx$", r.stderr, re.M)
+
+
+def test_finished_search_returns_at_once(env, sim):
+    r0 = relu_search(env, sim)
+    assert r0.returncode == 0
+    before = sim.stats()["requests"]
+    cfg = config(env, sim, "relu")
+    r = run(env, cfg, RELU, "relu-again", "--seed", "101")
+    assert r.returncode == 0, r.stderr
+    assert "finished earlier" in r.stdout
+    assert sim.stats()["requests"] == before
+    a, b = kernel_json(env, "relu"), kernel_json(env, "relu-again")
+    assert a["sha256"] == b["sha256"] and a["search"]["search_id"] == b["search"]["search_id"]
+
+
+# --- Anthropic, faults, filtered candidates ---
+
+def test_anthropic_faults_and_filter(env, sim):
+    # 10 kernel slots, at most 5 lost to the faults: the 4 entries are all drawn at least once
+    cfg = config(env, sim, "softmax", provider="anthropic", audit=0.0, islands=1, generations=2,
+                 per_generation=3, initial=4, repair=0, meta=0, tune=False)
+    sim.only(["fast_rows_omp", "wrong_axis", "input_mutation", "nocompile_typo"])
+    sim.faults({"status": 429, "retry_after": "0", "count": 3},
+               {"body": "{not json"},
+               {"empty": True},
+               {"status": 529, "retry_after": "0", "count": 3},
+               {"delay_ms": 2500, "count": 3})
+    try:
+        r = run(env, cfg, SOFTMAX, "softmax", "--seed", "202")
+    finally:
+        sim.only(None)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sim.pending_faults() == []
+    st = sim.stats()
+    assert st["by_path"].get("/v1/messages", 0) > 0
+    s = kernel_json(env, "softmax")["search"]
+    sid = s["search_id"]
+    with db(env) as c:
+        statuses = {row[0] for row in c.execute("SELECT DISTINCT status FROM llm_calls WHERE search_id = ?",
+                                                (sid,))}
+    assert {"ok", "rate_limited", "malformed", "empty", "server_error", "timeout"} <= statuses, statuses
+    assert s["llm"]["failed"] >= 5
+    cands = candidates(env, sid)
+    entries = corpus_entries("kb_softmax")
+    filtered = [c for c in cands if c["verdict"] == "filtered"]
+    assert filtered
+    for c in filtered:
+        # rejected before any build: no evidence, never archived
+        assert not c["has_evidence"] and c["verifiers"]["pass"] is False
+        assert c["id"] not in archive_ids(env, sid)
+        e = entries.get(norm(c["source"]))
+        assert e is None or e["kind"] != "right"
+    for c in cands:
+        e = entries.get(norm(c["source"]))
+        if e and e["kind"] == "right":
+            assert c["verdict"] == "verified", (e["name"], c["verdict"], c["reasons"])
+    assert any(c["verdict"] == "verified" and c["proposer"] != "template" for c in cands)
+
+
+# --- budgets and verifiers off ---
+
+def test_budget_cuts_short_without_overspending(env, sim):
+    budget = 10.0
+    cfg = config(env, sim, "budget", verifiers=False, prices=(1000, 1000), budget_usd=budget,
+                 max_tokens=2000, generations=3)
+    before = sim.stats()["by_purpose"].get("verify", 0)
+    r = run(env, cfg, RELU, "budget", "--seed", "303")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = kernel_json(env, "budget")["search"]
+    assert s["cut_short"] and "budget" in s["cut_short"], s["cut_short"]
+    assert "cut short:" in r.stdout
+    sid = s["search_id"]
+    with db(env) as c:
+        spent, calls = c.execute("SELECT coalesce(sum(cost_usd), 0), count(*) FROM llm_calls"
+                                 " WHERE search_id = ?", (sid,)).fetchone()
+        assert c.execute("SELECT count(*) FROM candidates WHERE search_id = ? AND verifiers IS NOT NULL",
+                         (sid,)).fetchone()[0] == 0
+    assert 0 < calls < 10
+    assert 0 < spent <= budget
+    assert abs(spent - s["llm"]["cost_usd"]) < 1e-6
+    # verifiers off: not one verifier request
+    assert sim.stats()["by_purpose"].get("verify", 0) == before
+    assert s["verifiers"]["enabled"] is False
+
+
+# --- resume after SIGKILL, then replay with --fresh ---
+
+def search_row(env, seed):
+    with db(env) as c:
+        return c.execute("SELECT id, generation, state FROM searches WHERE key LIKE ? AND key NOT LIKE '%fresh%'",
+                         ("%%|%d" % seed,)).fetchone()
+
+
+def test_resume_after_kill_then_replay(env, sim):
+    seed = 404
+    cfg = config(env, sim, "resume", audit=0.0, generations=3, per_generation=2, initial=2, repair=1)
+    relu_search(env, sim)  # the templates' tuning is cached by now: the kill lands in the search
+    st0 = sim.stats()["requests"]
+    log1 = env["dir"] / "resume-1.log"
+    with open(log1, "w") as errf:
+        p = subprocess.Popen([BIN, "run", RELU, "-c", cfg, "--backend", "cpu", "--seeds", "2",
+                              "--out", str(env["dir"] / "resume"), "--seed", str(seed)],
+                             stdout=subprocess.DEVNULL, stderr=errf, cwd=str(env["dir"]),
+                             start_new_session=True)
+        deadline = time.monotonic() + 180
+        killed = False
+        try:
+            while time.monotonic() < deadline and p.poll() is None:
+                row = search_row(env, seed) if (env["state"] / "kernelbot.db").exists() else None
+                if row and row[1] >= 2:
+                    with db(env) as c:
+                        n = c.execute("SELECT count(*) FROM candidates WHERE search_id = ? AND generation >= 2"
+                                      " AND verdict != 'pending'", (row[0],)).fetchone()[0]
+                    if n >= 1:
+                        os.kill(p.pid, signal.SIGKILL)
+                        killed = True
+                        break
+                time.sleep(0.05)
+        finally:
+            p.wait()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the harness worker and compilers it left
+            except ProcessLookupError:
+                pass
+    assert killed, "the search finished before it could be killed"
+    sid, gen, state = search_row(env, seed)
+    assert state == "running" and gen >= 2
+    with db(env) as c:
+        decided = {row[0] for row in c.execute("SELECT id FROM candidates WHERE search_id = ?"
+                                               " AND verdict != 'pending'", (sid,))}
+    assert decided
+
+    r = run(env, cfg, RELU, "resume", "--seed", str(seed))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "resuming search %d" % sid in r.stderr
+    s = kernel_json(env, "resume")["search"]
+    assert s["search_id"] == sid and s["generations"] == 3
+    # nothing decided before the kill was evaluated again
+    again = {int(m) for m in EVAL_LINE.findall(r.stderr)}
+    assert not (again & decided), again & decided
+    with db(env) as c:
+        assert c.execute("SELECT count(*) FROM searches WHERE key LIKE ?", ("%%|%d" % seed,)).fetchone()[0] == 1
+        # an answer (ok, or empty / malformed: the model's answer too) is never asked for twice
+        twice = c.execute("SELECT call_key FROM llm_calls WHERE search_id = ?"
+                          " AND status IN ('ok', 'empty', 'malformed')"
+                          " GROUP BY call_key HAVING count(*) > 1", (sid,)).fetchall()
+        rows = c.execute("SELECT count(*) FROM llm_calls WHERE search_id = ?", (sid,)).fetchone()[0]
+    assert twice == []
+    # every request the simulator saw is a stored call (the one in flight at the kill aside)
+    made = sim.stats()["requests"] - st0
+    assert rows <= made <= rows + 1, (rows, made)
+    first = [c["source"] for c in candidates(env, sid)]
+
+    # replay: a new search from the same seed answers everything from the store
+    st1 = sim.stats()["requests"]
+    r = run(env, cfg, RELU, "replay", "--seed", str(seed), "--fresh")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sim.stats()["requests"] == st1
+    s2 = kernel_json(env, "replay")["search"]
+    assert s2["search_id"] != sid
+    assert s2["llm"]["calls"] == 0
+    assert [c["source"] for c in candidates(env, s2["search_id"])] == first

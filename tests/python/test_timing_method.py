@@ -1,0 +1,572 @@
+"""How bench/harness/timing.py picks a CUDA timing method and falls back,
+run here without a GPU: _measure_device, the real CUDA measurement loop,
+drives a stand-in device with a virtual clock (FakeDevice), and TorchCuda's
+capture and recovery run against a stand-in torch.cuda."""
+
+import math
+import os
+import random
+import sys
+import time
+import types
+
+import pytest
+
+TOP = os.environ.get("KB_TOP") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "bench", "harness"))
+sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
+
+import timing  # noqa: E402
+
+
+# ------------------------------------------------------------ a fake device
+
+class FakeGraph:
+    def __init__(self, ops):
+        self.ops = ops
+        self.dropped = False
+
+
+class FakeDevice:
+    """A device whose work runs at once on a virtual clock (microseconds):
+    events read the clock, a capture records ops instead of running them,
+    a replay runs the recorded ops. jitter(op) adds noise per op run.
+    `hidden_s` is real time the next sync() waits: work on another stream."""
+
+    def __init__(self, flush_us=50.0, jitter=None):
+        self.flush_us = flush_us
+        self.jitter = jitter or (lambda op: 0.0)
+        self.now = 0.0
+        self.capturing = None
+        self.invalid = False
+        self.unsupported = None
+        self.hidden_s = 0.0
+        self.log = []           # ops run, in order
+        self.graphs = []        # every graph captured
+        self.replays = []       # graph of each replay
+        self.eager_calls = 0    # fn calls outside a capture
+
+    # work
+    def _run(self, op, us):
+        if self.capturing is not None:
+            self.capturing.append((op, us))
+            return
+        self.now += us + self.jitter(op)
+        self.log.append(op)
+
+    def kernel(self, us):
+        if self.capturing is None:
+            self.eager_calls += 1
+        self._run("kernel", us)
+
+    def unsafe(self):
+        """Like cudaMalloc in a global-mode capture: refused, capture invalid."""
+        if self.capturing is not None:
+            self.invalid = True
+            return 1
+        return 0
+
+    # the device interface of timing._measure_device
+    def sync(self):
+        if self.hidden_s:
+            time.sleep(self.hidden_s)
+            self.hidden_s = 0.0
+
+    def flush(self):
+        self._run("flush", self.flush_us)
+
+    def flush_ms(self):
+        return self.flush_us / 1e3
+
+    def spin_us(self, us):
+        self._run("spin", us)
+
+    def event(self):
+        return [None]
+
+    def record(self, ev):
+        assert self.capturing is None, "event recorded inside a capture"
+        ev[0] = self.now
+
+    def elapsed_ms(self, a, b):
+        return (b[0] - a[0]) / 1e3
+
+    def warm_clocks(self, ms):
+        self.log.append(("warm", ms))
+        self.now += ms * 1e3
+
+    def capture_unsupported(self):
+        return self.unsupported
+
+    def capture(self, body):
+        self.capturing, self.invalid = [], False
+        failure = None
+        try:
+            body()
+        except Exception as e:
+            failure = e
+        ops, self.capturing = self.capturing, None
+        if failure is not None or self.invalid:
+            raise timing.CaptureError(str(failure) if failure else "invalidated")
+        g = FakeGraph(ops)
+        self.graphs.append(g)
+        return g
+
+    def replay(self, g):
+        assert not g.dropped
+        self.replays.append(g)
+        for op, us in g.ops:
+            self.now += us + self.jitter(op)
+
+    def drop(self, g):
+        g.dropped = True
+
+
+def run(dev, fns, **kw):
+    args = dict(warmup=2, min_time_ms=100, max_reps=1000)
+    args.update(kw)
+    return timing._measure_device(dev, fns, list(fns), args.pop("warmup"),
+                                  args.pop("min_time_ms"), args.pop("max_reps"), **args)
+
+
+def methods(res):
+    return {r["method"] for r in res.values()}
+
+
+# ---------------------------------------------------------- method choice
+
+def test_short_calls_use_graphs_and_subtract_the_flushes():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0), "eager": lambda: dev.kernel(6.0)})
+    assert methods(res) == {"graph"}
+    k, e = res["kernel"], res["eager"]
+    assert k["median_ms"] == pytest.approx(0.004)
+    assert e["median_ms"] == pytest.approx(0.006)
+    # one batch size for all: sized by the shortest call
+    assert k["batch"] == e["batch"] == math.ceil(timing.GRAPH_BATCH_MS / 0.004)
+    assert k["flush_ms"] == pytest.approx(0.05)
+    assert k["events_median_ms"] == pytest.approx(0.004)
+    # noiseless: the CI target is met at the first chance
+    assert k["samples"] == timing.GRAPH_MIN_ROUNDS
+    assert k["reps"] == k["samples"] * k["batch"] <= 1000
+    assert k["ci_rel"] == 0.0
+    assert "graph replay" in k["method_reason"]
+    assert all(g.dropped for g in dev.graphs)
+
+
+def test_captured_graphs_hold_a_flush_before_every_call():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)})
+    n = res["kernel"]["batch"]
+    flushes, pairs = dev.graphs
+    assert [op for op, _ in flushes.ops] == ["flush"] * n
+    assert [op for op, _ in pairs.ops] == ["flush", "kernel"] * n
+
+
+def test_long_calls_use_events():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(150.0), "eager": lambda: dev.kernel(300.0)})
+    assert methods(res) == {"events"}
+    assert res["kernel"]["median_ms"] == pytest.approx(0.15)
+    assert res["kernel"]["batch"] == 1
+    assert ">=" in res["kernel"]["method_reason"]
+    assert not dev.graphs
+
+
+def test_one_short_call_puts_every_fn_on_graphs():
+    """Like for like: a longer eager baseline is graph-timed with a short kernel."""
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(20.0), "eager": lambda: dev.kernel(500.0)})
+    assert methods(res) == {"graph"}
+    assert res["kernel"]["batch"] == 10
+    assert res["eager"]["median_ms"] == pytest.approx(0.5)
+
+
+def test_a_slow_baseline_keeps_a_short_kernel_on_events():
+    """A batch of a slow baseline would make every round long: events."""
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(5.0), "eager": lambda: dev.kernel(500.0)})
+    assert methods(res) == {"events"}
+    assert "longest" in res["kernel"]["method_reason"]
+    assert not dev.graphs
+
+
+def test_forced_methods():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, method="events")
+    assert methods(res) == {"events"} and res["kernel"]["method_reason"] == "events requested"
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(200.0)}, method="graph")
+    assert methods(res) == {"graph"}
+    assert res["kernel"]["batch"] == timing.GRAPH_MIN_BATCH
+    assert res["kernel"]["median_ms"] == pytest.approx(0.2)
+    with pytest.raises(ValueError):
+        timing.measure({"a": lambda: None}, device="cpu", method="sometimes")
+
+
+def test_graph_batch_bounds():
+    assert timing.graph_batch(0.004, 1000) == 50
+    assert timing.graph_batch(0.0001, 1000) == timing.GRAPH_MAX_BATCH
+    assert timing.graph_batch(0.09, 1000) == timing.GRAPH_MIN_BATCH
+    assert timing.graph_batch(0.004, 200) == 200 // timing.GRAPH_MIN_ROUNDS
+    assert timing.graph_batch(0.0, 1000) == timing.GRAPH_MAX_BATCH
+
+
+def test_no_capture_where_the_device_cannot():
+    dev = FakeDevice()
+    dev.unsupported = "timing runs on the default stream, which cannot be captured"
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)})
+    assert methods(res) == {"events"}
+    assert res["kernel"]["method_reason"] == dev.unsupported
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, max_reps=50)
+    assert methods(res) == {"events"} and "max_reps 50" in res["kernel"]["method_reason"]
+    assert res["kernel"]["reps"] == 50
+
+
+# -------------------------------------------------------------- fallbacks
+
+def test_uncapturable_kernel_puts_every_fn_on_events():
+    """A kernel that allocates inside its call: the capture is invalidated,
+    and eager is timed per call with it."""
+    dev = FakeDevice()
+
+    def kernel():
+        dev.unsafe()
+        dev.kernel(4.0)
+    res = run(dev, {"eager": lambda: dev.kernel(6.0), "kernel": kernel})
+    assert methods(res) == {"events"}
+    why = res["kernel"]["method_reason"]
+    assert "'kernel'" in why and "failed" in why
+    assert res["eager"]["method_reason"] == why
+    assert res["kernel"]["median_ms"] == pytest.approx(0.004)
+    assert res["eager"]["median_ms"] == pytest.approx(0.006)
+    assert dev.capturing is None
+    assert dev.graphs and all(g.dropped for g in dev.graphs)
+    # the events method then ran to its own stopping rule
+    assert res["kernel"]["reps"] == 1000
+
+
+def test_native_call_refused_under_capture():
+    """A native ABI call that returns non-zero while captured (its
+    cudaMalloc was refused) is not graph-timed, even if nothing raised."""
+    dev = FakeDevice()
+
+    def native():
+        if dev.capturing is not None:
+            return 2
+        dev.kernel(4.0)
+        return 0
+    res = run(dev, {"kernel": native})
+    assert methods(res) == {"events"}
+    assert "non-zero" in res["kernel"]["method_reason"]
+
+
+def test_exception_under_capture_falls_back():
+    dev = FakeDevice()
+
+    def kernel():
+        if dev.capturing is not None:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        dev.kernel(4.0)
+    res = run(dev, {"kernel": kernel})
+    assert methods(res) == {"events"}
+    assert "not permitted" in res["kernel"]["method_reason"]
+
+
+def test_exception_outside_capture_propagates():
+    dev = FakeDevice()
+
+    def boom():
+        raise RuntimeError("kernel failed")
+    with pytest.raises(RuntimeError):
+        run(dev, {"kernel": boom})
+
+
+def test_work_skipped_while_captured_is_not_trusted():
+    """A kernel that does less when it sees a capture must not look fast."""
+    dev = FakeDevice()
+
+    def sly():
+        dev.kernel(0.01 if dev.capturing is not None else 8.0)
+    res = run(dev, {"kernel": sly, "eager": lambda: dev.kernel(8.0)})
+    assert methods(res) == {"events"}
+    assert "timed alone" in res["kernel"]["method_reason"]
+    assert res["kernel"]["median_ms"] == pytest.approx(0.008)
+
+
+# ---------------------------------------------------------- rounds and order
+
+def test_ci_target_and_max_reps_bound_the_rounds():
+    rng = random.Random(5)
+    noise = lambda op: rng.gauss(0.0, 0.4) if op == "kernel" else rng.gauss(0.0, 0.5)  # noqa: E731
+    dev = FakeDevice(jitter=noise)
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, ci_target=1e-9, max_reps=1000)
+    k = res["kernel"]
+    assert k["samples"] == 1000 // k["batch"]
+    assert k["reps"] <= 1000
+    assert k["median_ms"] == pytest.approx(0.004, rel=0.1)
+    assert k["ci_rel"] is not None and k["ci_rel"] > 0
+    dev = FakeDevice(jitter=noise)
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, ci_target=0.5)
+    assert res["kernel"]["samples"] == timing.GRAPH_MIN_ROUNDS
+
+
+def test_min_time_ends_rounds_after_the_minimum():
+    rng = random.Random(6)
+    dev = FakeDevice(jitter=lambda op: rng.gauss(0.0, 0.5))
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, ci_target=1e-9, min_time_ms=0.5)
+    assert res["kernel"]["samples"] == timing.GRAPH_MIN_ROUNDS
+
+
+def test_rounds_rotate_and_are_interleaved():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0), "eager": lambda: dev.kernel(5.0),
+                    "compile": lambda: dev.kernel(4.5)})
+    rounds = res["kernel"]["samples"]
+    timed = dev.replays[len(dev.graphs):]     # after one untimed replay each
+    assert len(timed) == rounds * len(dev.graphs)
+    firsts = {id(g) for g in (timed[i * 4] for i in range(rounds))}
+    assert firsts == {id(g) for g in dev.graphs}
+
+
+def test_clock_warm_up_comes_first():
+    dev = FakeDevice()
+    run(dev, {"kernel": lambda: dev.kernel(4.0)})
+    assert dev.log[0] == ("warm", timing.CLOCK_WARM_MS)
+
+
+# ------------------------------------------------------- side-stream guard
+
+@pytest.mark.parametrize("kernel_us", [4.0, 300.0])
+def test_side_stream_guard_with_either_method(kernel_us):
+    dev = FakeDevice()
+
+    def hidden():
+        dev.kernel(kernel_us)
+        dev.hidden_s = 0.005          # 5 ms left on another stream
+
+    res = run(dev, {"hidden": hidden, "honest": lambda: dev.kernel(kernel_us)},
+              max_reps=400)
+    assert methods(res) == {"graph" if kernel_us < 100 else "events"}
+    assert res["hidden"]["side_stream_suspect"] is True, res
+    assert res["honest"]["side_stream_suspect"] is False, res
+    assert res["hidden"]["sync_median_ms"] >= 4.0
+    assert res["honest"]["host_median_ms"] is not None
+
+
+def test_graph_rounds_keep_the_sync_cross_check():
+    dev = FakeDevice()
+    res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, warmup=0)
+    rounds = res["kernel"]["samples"]
+    probe_calls = timing.PROBE_REPS + math.ceil(timing.PROBE_REPS / timing.SYNC_EVERY)
+    assert dev.eager_calls == probe_calls + math.ceil(rounds / timing.SYNC_EVERY)
+    assert res["kernel"]["sync_median_ms"] is not None
+
+
+# ------------------------------------------------------ statistics helpers
+
+def test_median_ci():
+    assert timing.median_ci([1.0, 2.0, 3.0]) is None
+    assert timing.median_ci([]) is None
+    s = list(range(1, 21))
+    lo, hi = timing.median_ci(s)
+    assert (lo, hi) == (5, 16)       # ranks 5 and 16 of 20
+    assert timing.ci_rel([2.0] * 20) == 0.0
+    assert timing.ci_rel(s) == pytest.approx((16 - 5) / 2 / 10.5)
+    assert timing.ci_rel([0.0] * 20) is None
+
+
+def test_cpu_path_reports_wall():
+    r = timing.measure({"a": lambda: None}, device="cpu", warmup=0, max_reps=12,
+                       min_time_ms=1e9, l2_flush=False)["a"]
+    assert r["method"] == "wall" and r["batch"] == 1
+    assert r["samples"] == r["reps"] == 12
+    assert r["side_stream_suspect"] is False
+
+
+# ------------------------------------------- TorchCuda against a fake torch
+
+def fake_torch(begin_takes_mode=True, end_fails=False, replay_fails=False,
+               sync_fails_after=None, sync_fails_at=(), default=False, graphs=True):
+    calls = []
+    state = {"syncs": 0}
+
+    class Graph:
+        def capture_begin(self, *a, **k):
+            if k and not begin_takes_mode:
+                raise TypeError("unexpected keyword argument 'capture_error_mode'")
+            calls.append(("begin", k.get("capture_error_mode")))
+
+        def capture_end(self):
+            calls.append("end")
+            if end_fails:
+                raise RuntimeError("CUDA error: operation failed due to a previous "
+                                   "error during capture")
+
+        def replay(self):
+            calls.append("replay")
+            if replay_fails:
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+        def reset(self):
+            calls.append("reset")
+
+    def synchronize():
+        state["syncs"] += 1
+        calls.append("sync")
+        if sync_fails_after is not None and state["syncs"] > sync_fails_after:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if state["syncs"] in sync_fails_at:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    stream, other = object(), object()
+    cuda = types.SimpleNamespace(
+        current_device=lambda: 0, synchronize=synchronize,
+        current_stream=lambda: stream, default_stream=lambda: stream if default else other,
+        is_current_stream_capturing=lambda: False)
+    if graphs:
+        cuda.CUDAGraph = Graph
+    return types.SimpleNamespace(cuda=cuda), calls
+
+
+def test_torch_cuda_capture_and_modes():
+    torch, calls = fake_torch()
+    dev = timing.TorchCuda(torch, l2_flush=False)
+    assert dev.capture_unsupported() is None
+    g = dev.capture(lambda: None)
+    assert ("begin", "global") in calls and "end" in calls and "replay" in calls
+    dev.drop(g)
+    assert calls[-1] == "reset"
+    torch, calls = fake_torch(begin_takes_mode=False)          # torch 2.0
+    timing.TorchCuda(torch, l2_flush=False).capture(lambda: None)
+    assert ("begin", None) in calls
+    torch, _ = fake_torch(default=True)
+    assert "default stream" in timing.TorchCuda(torch, False).capture_unsupported()
+    torch, _ = fake_torch(graphs=False)
+    assert "no CUDA graphs" in timing.TorchCuda(torch, False).capture_unsupported()
+
+
+def test_torch_cuda_failed_capture_ends_and_recovers():
+    torch, calls = fake_torch()
+    dev = timing.TorchCuda(torch, l2_flush=False)
+
+    def body():
+        raise RuntimeError("operation not permitted when stream is capturing")
+    with pytest.raises(timing.CaptureError) as e:
+        dev.capture(body)
+    assert "not permitted" in str(e.value)
+    # the capture was ended even though the body raised, then the device checked
+    assert calls[-3:] == ["end", "sync", "reset"]
+    torch, calls = fake_torch(end_fails=True)
+    with pytest.raises(timing.CaptureError):
+        timing.TorchCuda(torch, False).capture(lambda: None)
+    assert "replay" not in calls
+    torch, calls = fake_torch(replay_fails=True)
+    with pytest.raises(timing.CaptureError):
+        timing.TorchCuda(torch, False).capture(lambda: None)
+
+
+def test_torch_cuda_pending_error_after_a_refused_call_is_forgiven_once():
+    """The first sync after the failed capture reports an error a refused
+    call left behind; the device works after that: a capture failure."""
+    torch, calls = fake_torch(sync_fails_at=(2,))
+
+    def body():
+        raise RuntimeError("cudaMalloc refused under capture")
+    with pytest.raises(timing.CaptureError):
+        timing.TorchCuda(torch, False).capture(body)
+    assert calls.count("sync") == 3
+
+
+def test_torch_cuda_fault_is_not_a_capture_failure():
+    """A replay that broke the context: the error propagates (a crash), it
+    is not quietly timed per call."""
+    torch, calls = fake_torch(replay_fails=True, sync_fails_after=1)
+    with pytest.raises(RuntimeError) as e:
+        timing.TorchCuda(torch, False).capture(lambda: None)
+    assert not isinstance(e.value, timing.CaptureError)
+    assert "illegal memory access" in str(e.value)
+
+
+# ----------------------------------------------------------- kbh_timing
+
+def test_harness_timing_method_from_request_and_environment(monkeypatch):
+    pytest.importorskip("torch")  # kbh_timing imports torch
+    import kbh_timing
+    monkeypatch.delenv("KB_TIMING_METHOD", raising=False)
+    assert kbh_timing.timing_method({"timing": {}}) == "events"
+    monkeypatch.setenv("KB_TIMING_METHOD", "events")
+    assert kbh_timing.timing_method({"timing": {}}) == "events"
+    assert kbh_timing.timing_method({"timing": {"method": "graph"}}) == "graph"
+    monkeypatch.setenv("KB_TIMING_METHOD", "bogus")
+    assert kbh_timing.timing_method({"timing": {}}) == "events"
+    monkeypatch.setenv("KB_TIMING_METHOD", "auto")
+    assert kbh_timing.timing_method({"timing": {}}) == "auto"
+
+
+# ------------------------------------------------------ on a GPU (skipped here)
+
+def _cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+cuda = pytest.mark.skipif(_cuda() is None, reason="no CUDA device")
+
+
+@cuda
+def test_cuda_short_calls_graph_timed_on_a_side_stream_only():
+    torch = _cuda()
+    x = torch.randn(1 << 16, device="cuda")
+    fns = {"a": lambda: x.mul_(1.0), "b": lambda: torch.relu(x)}
+    # the default stream cannot be captured: per-call events
+    res = timing.measure(fns, device="cuda", min_time_ms=20)
+    assert methods(res) == {"events"}, res
+    with torch.cuda.stream(torch.cuda.Stream()):
+        r1 = timing.measure(fns, device="cuda", min_time_ms=20)
+        r2 = timing.measure(fns, device="cuda", min_time_ms=20)
+    for r in (r1, r2):
+        assert methods(r) == {"graph"}, r
+        assert 0 < r["a"]["median_ms"] < 0.05, r
+        assert r["a"]["side_stream_suspect"] is False
+    a1, a2 = r1["a"]["median_ms"], r2["a"]["median_ms"]
+    assert abs(a1 - a2) / min(a1, a2) < 0.1 or abs(a1 - a2) < 0.0005, (r1, r2)
+
+
+@cuda
+def test_cuda_uncapturable_call_falls_back_to_events():
+    torch = _cuda()
+    x = torch.randn(1 << 16, device="cuda")
+
+    def syncing():
+        x.mul_(1.0)
+        torch.cuda.synchronize()
+    with torch.cuda.stream(torch.cuda.Stream()):
+        res = timing.measure({"kernel": syncing, "eager": lambda: torch.relu(x)},
+                             device="cuda", min_time_ms=20)
+        assert methods(res) == {"events"}, res
+        assert "'kernel'" in res["kernel"]["method_reason"]
+        torch.relu(x)       # the stream still works
+        torch.cuda.synchronize()
+
+
+@cuda
+def test_cuda_work_skipped_under_capture_falls_back():
+    torch = _cuda()
+    x = torch.randn(1 << 22, device="cuda")
+
+    def sly():
+        if torch.cuda.is_current_stream_capturing():
+            x[:16].mul_(1.0)
+        else:
+            x.mul_(1.0)
+    with torch.cuda.stream(torch.cuda.Stream()):
+        res = timing.measure({"kernel": sly}, device="cuda", min_time_ms=20,
+                             method="graph")
+    assert methods(res) == {"events"}, res
+    assert "timed alone" in res["kernel"]["method_reason"]
