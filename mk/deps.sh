@@ -2,6 +2,7 @@
 # Make sure the packages a make target needs are installed.
 #   mk/deps.sh build   compilers and the -dev packages kernelbot links against
 #   mk/deps.sh test    build + cmocka, torch for the reference operators, pytest,
+#                      the openssl command (GitHub App JWTs in the simulator),
 #                      git and a web server for the git smart-HTTP tests
 #   mk/deps.sh demo    build + what the CPU backend runs (torch)
 # Installs what is missing with apt-get (as root, else through sudo when it
@@ -13,7 +14,7 @@ profile=${1:-build}
 build_pkgs="gcc g++ make pkg-config git libgit2-dev libcurl4-openssl-dev libcjson-dev
 libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev"
 run_pkgs="python3 python3-torch python3-numpy"
-test_pkgs="libcmocka-dev python3-pytest lighttpd sqlite3"
+test_pkgs="libcmocka-dev python3-pytest lighttpd sqlite3 openssl"
 
 case "$profile" in
 build) want="$build_pkgs" ;;

@@ -205,8 +205,8 @@ class Eval:
                 self.walls["native-" + op], len(vs)))
 
     def rejections(self):
-        todo = kbdrive.reject_kernels(self.backend)
-        for p, _ in todo:
+        pending = kbdrive.reject_kernels(self.backend)
+        for p, _ in pending:
             self.rejects[kbdrive.stem(p)] = (None, "not run")
         if self.a.reject_evidence and os.path.isdir(self.a.reject_evidence):
             found = {}
@@ -221,11 +221,11 @@ class Eval:
                         k = kbdrive.evidence_kernel(ev) if isinstance(ev, dict) else None
                         if k:
                             found[k] = ev
-            if all(kbdrive.stem(p) in found for p, _ in todo):
-                for p, _ in todo:
+            if all(kbdrive.stem(p) in found for p, _ in pending):
+                for p, _ in pending:
                     self.rejects[kbdrive.stem(p)] = (found[kbdrive.stem(p)], "earlier run")
                 self.log("rejections: evidence of %d kernels read from %s" % (
-                    len(todo), self.a.reject_evidence))
+                    len(pending), self.a.reject_evidence))
                 return
         if self.late("rejections"):
             return
@@ -233,7 +233,7 @@ class Eval:
         # its own so that its timeout runs beside them, not after them
         groups = {}
         hang = []
-        for p, op in todo:
+        for p, op in pending:
             if kbdrive.stem(p) == "hack_hang":
                 hang.append((p, op))
             else:
@@ -251,7 +251,7 @@ class Eval:
             for ks, run in ex.map(one, calls):
                 for k in ks:
                     self.rejects[kbdrive.stem(k)] = (run.evidence.get(kbdrive.stem(k)), "this run")
-        self.log("rejections: %d kernels" % len(todo))
+        self.log("rejections: %d kernels" % len(pending))
 
     def wait_ext(self, futs):
         """Collect the torch extensions, stopping those still running at the

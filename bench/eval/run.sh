@@ -4,19 +4,8 @@
 # evidence: one tar.gz in $OUT when OUT is set, else $KB_BUILD/bench-eval/.
 # Extra arguments go to bench_eval.py (--help lists them).
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-build=${KB_BUILD:-build}
-case "$build" in /*) ;; *) build="$top/$build" ;; esac
-
-py=$(sh "$top/tests/find_python.sh" --torch-only)
-if [ -z "$py" ]; then
-	echo "bench-eval: no python3 with torch found (set KERNELBOT_PYTHON)" >&2
-	exit 2
-fi
-backend=cpu
-if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	backend=cuda
-fi
+bench=bench-eval
+. "$(dirname "$0")/../bench_env.sh"
 if [ -n "${OUT:-}" ]; then
 	workdir=$(mktemp -d "${TMPDIR:-/tmp}/kb-bench-eval.XXXXXX") || exit 2
 	set -- --out "$OUT" "$@"

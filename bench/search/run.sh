@@ -6,19 +6,8 @@
 # logs: $OUT when set, else $KB_BUILD/bench-search/. Extra arguments go to
 # bench_search.py (--help lists them; --deadline S, default 220).
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-build=${KB_BUILD:-build}
-case "$build" in /*) ;; *) build="$top/$build" ;; esac
-
-py=$(sh "$top/tests/find_python.sh" --torch-only)
-if [ -z "$py" ]; then
-	echo "bench-search: no python3 with torch found (set KERNELBOT_PYTHON)" >&2
-	exit 2
-fi
-backend=cpu
-if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	backend=cuda
-fi
+bench=bench-search
+. "$(dirname "$0")/../bench_env.sh"
 workdir="$build/bench-search"
 if [ -n "${OUT:-}" ]; then
 	set -- --out "$OUT" "$@"

@@ -7,19 +7,8 @@
 # Extra arguments go to bench_templates.py (--help lists them), e.g.
 # --deadline 280 on a device call with a time limit.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-build=${KB_BUILD:-build}
-case "$build" in /*) ;; *) build="$top/$build" ;; esac
-
-py=$(sh "$top/tests/find_python.sh" --torch-only)
-if [ -z "$py" ]; then
-	echo "bench-templates: no python3 with torch found (set KERNELBOT_PYTHON)" >&2
-	exit 2
-fi
-backend=cpu
-if "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-	backend=cuda
-fi
+bench=bench-templates
+. "$(dirname "$0")/../bench_env.sh"
 if [ -n "${OUT:-}" ]; then
 	workdir=$(mktemp -d "${TMPDIR:-/tmp}/kb-bench-templates.XXXXXX") || exit 2
 	set -- --out "$OUT" "$@"
