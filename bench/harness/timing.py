@@ -9,8 +9,8 @@ Public API
 measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
         l2_flush=True, method="auto", ci_target=None, graph_below_ms=None)
         -> {name: {"median_ms", "iqr_ms", "min_ms", "reps", "total_ms",
-                   "sync_median_ms", "host_median_ms", "side_stream_suspect",
-                   "method", "method_reason", "batch", "samples", "ci_rel",
+                   "sync_median_ms", "host_median_ms", "sync_null_ms",
+                   "sync_excess_ms", "host_starved", "side_stream_suspect", "method", "method_reason", "batch", "samples", "ci_rel",
                    and with method "graph": "flush_ms", "events_median_ms"}}
     Times every zero-argument callable of `fns` in the same process,
     interleaved: each repetition (or round) calls every fn once, in an
@@ -81,10 +81,24 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
       synchronised idle device to the end of torch.cuda.synchronize()
       after fn(). "sync_median_ms" is the median of those,
       "host_median_ms" the median host time of fn() alone (launch cost).
-      "side_stream_suspect" is True when
-          sync_median - sync_latency > 1.5 * max(median, host_median) + 0.02 ms
+      Each such call is paired with its null stand-in, timed alike right
+      after it: a spin on the timed stream as long as the fn's events
+      median ("sync_null_ms": their median). A loaded host waking late from
+      a blocking sync, or other processes' time slices on a shared GPU,
+      cost both alike, and only ever add. "sync_excess_ms" is the fn's
+      shortest call-to-idle minus its null's shortest (hidden work is in
+      every call), and "side_stream_suspect" is True when
+          sync_excess > 1.5 * max(median, host_median) + 0.02 ms
       i.e. the device stayed busy well after both the timed stream's work
-      and the host call had finished: work the events did not see.
+      and the host call had finished: work the events did not see; a fn
+      that is suspect gets CONFIRM_CHECKS more paired checks first and is
+      flagged only when it still is.
+
+      Host-starved repetitions (events): when the host took longer to
+      enqueue (start event, call, end event) than the device work queued
+      ahead lasted, the events timed the host's gap; such a sample is
+      dropped (at most HOST_STARVED_MAX_SHARE of the repetitions) and the
+      fn's lead grows. "host_starved" counts the drops.
 
 median_ci(samples) -> (low, high) | None;  ci_rel(samples) -> float | None
     The 95% confidence interval of a median from order statistics, and its
@@ -97,7 +111,8 @@ stats(samples_ms) -> {"median_ms", "iqr_ms", "min_ms", "reps"}
 compile_baseline(model_or_fn, example_inputs=None, *, device=None, mode=None)
         -> (callable | None, reason: str)
     torch.compile of the reference, mode "max-autotune-no-cudagraphs" on cuda
-    and the default mode on cpu. With example_inputs (a list/tuple of
+    and the default mode on cpu; the environment's KB_COMPILE_MODE, when
+    set, names the mode instead ("default": torch's default). With example_inputs (a list/tuple of
     arguments) the compiled callable is called once here, which is when
     torch.compile really compiles, so compile errors surface here and not in
     the timed loop. Never raises: torch 1.13 (no torch.compile), a failing
@@ -134,6 +149,17 @@ LEAD_HOST_FACTOR = 2.0
 LEAD_MARGIN_US = 20.0
 LEAD_MAX_US = 2000.0
 DEFAULT_HOST_US = 50.0
+# a repetition whose host-side enqueue (start event, call, end event) took
+# longer than the device work queued ahead of it timed the host's gap, not
+# the call: it is dropped and that fn's lead grows, at most this share of
+# the repetitions (a call whose host cost always exceeds LEAD_MAX_US keeps
+# its samples)
+HOST_STARVED_MAX_SHARE = 0.25
+# the side-stream cross-check's null stand-in spins this long when its fn
+# has no events median yet; a suspect fn gets CONFIRM_CHECKS more paired
+# checks before it is flagged
+NULL_SPIN_US = 20.0
+CONFIRM_CHECKS = 9
 METHODS = ("auto", "graph", "events")
 CLOCK_WARM_MS = 20.0        # device work before anything is timed (clocks up)
 PROBE_REPS = 8              # per-call repetitions that pick the method
@@ -521,10 +547,13 @@ class _EventTimer:
     cross-check calls that every method shares. Each step is one repetition
     of every fn, in an order rotated by the repetition number."""
 
-    def __init__(self, dev, fns, names, lead_us, sync_latency_ms):
+    def __init__(self, dev, fns, names, lead_us, sync_latency_ms, flush_us=0.0):
         self.dev, self.fns, self.names = dev, fns, names
         self.lead_us = lead_us
+        self.flush_us = flush_us
+        self.starved = {n: 0 for n in names}
         self.sync_latency_ms = sync_latency_ms
+        self.null_samples = {n: [] for n in names}  # sync_check's null stand-ins
         self.samples = {n: [] for n in names}
         self.sync_samples = {n: [] for n in names}
         self.host_samples = {n: [] for n in names}
@@ -542,33 +571,90 @@ class _EventTimer:
         for name in order:
             start, end = dev.event(), dev.event()
             self._lead(name)
+            t0 = time.perf_counter()
             dev.record(start)
             self.fns[name]()
             dev.record(end)
+            host_us = (time.perf_counter() - t0) * 1e6
             # device-wide, after the end event: work one fn left running on
             # another stream cannot slow down the next fn's timing
             dev.sync()
             ms = dev.elapsed_ms(start, end)
+            if self._host_starved(name, host_us, ms):
+                continue
             self.samples[name].append(ms)
             self.totals[name] += ms
         if self.reps % SYNC_EVERY == 0:
             self.sync_check(order)
         self.reps += 1
 
-    def sync_check(self, order):
-        """Extra calls, untimed by events: from an idle device to the end of
-        a device-wide sync, which also waits for other streams."""
+    def _host_starved(self, name, host_us, ms):
+        """True when the host took longer to enqueue the repetition than the
+        device work queued ahead of it lasted, and the events' time holds
+        that gap (the events then timed the host): the lead grows, and the
+        sample is dropped while drops stay under HOST_STARVED_MAX_SHARE of
+        the repetitions."""
+        gap_us = host_us - (self.lead_us[name] + self.flush_us)
+        if gap_us <= 0 or ms * 1e3 < gap_us:
+            return False
+        want = min(LEAD_HOST_FACTOR * host_us + LEAD_MARGIN_US, LEAD_MAX_US) - self.flush_us
+        self.lead_us[name] = max(self.lead_us[name], want)
+        if self.starved[name] >= max(4, HOST_STARVED_MAX_SHARE * (self.reps + 1)):
+            return False
+        self.starved[name] += 1
+        return True
+
+    def _sync_one(self, name, null=False):
+        """One cross-check call of fn name (or, null=True, of its stand-in:
+        a spin on the timed stream as long as the fn's events median so
+        far), from an idle device to the end of a device-wide sync. No
+        spin goes first: work a call starts on another stream would run
+        under it unseen."""
         dev = self.dev
-        for name in order:
-            self._lead(name, spin=False)
-            dev.sync()
-            t0 = time.perf_counter()
+        self._lead(name, spin=False)
+        dev.sync()
+        t0 = time.perf_counter()
+        if null:
+            med = _median(self.samples[name]) if self.samples[name] else None
+            dev.spin_us(med * 1e3 if med else NULL_SPIN_US)
+        else:
             self.fns[name]()
-            t1 = time.perf_counter()
-            dev.sync()
-            t2 = time.perf_counter()
+        t1 = time.perf_counter()
+        dev.sync()
+        t2 = time.perf_counter()
+        if null:
+            self.null_samples[name].append((t2 - t0) * 1e3)
+        else:
             self.host_samples[name].append((t1 - t0) * 1e3)
             self.sync_samples[name].append((t2 - t0) * 1e3)
+
+    def sync_check(self, order):
+        """Extra calls, untimed by events: from an idle device to the end of
+        a device-wide sync, which also waits for other streams; each paired
+        with its null stand-in, timed alike right after it."""
+        for name in order:
+            self._sync_one(name)
+            self._sync_one(name, null=True)
+
+    def _excess_ms(self, name):
+        """The fn's shortest call-to-idle minus its null's shortest: what
+        the fn kept the device busy beyond a call of its own events' length
+        on the timed stream. Minima, because what a loaded host's late
+        wake-up or other processes' time slices on a shared GPU add is
+        never negative and comes and goes, while work hidden on another
+        stream is in every call."""
+        if self.sync_samples[name] and self.null_samples[name]:
+            return min(self.sync_samples[name]) - min(self.null_samples[name])
+        sync_med = _median(self.sync_samples[name]) if self.sync_samples[name] else None
+        return None if sync_med is None else sync_med - self.sync_latency_ms
+
+    def _suspect(self, name, median_ms):
+        excess = self._excess_ms(name)
+        host_med = _median(self.host_samples[name]) if self.host_samples[name] else None
+        if excess is None or median_ms is None:
+            return False
+        ref = max(median_ms, host_med or 0.0)
+        return excess > SIDE_STREAM_FACTOR * ref + SIDE_STREAM_SLACK_MS
 
     def enough(self, min_time_ms, max_reps):
         return _enough(self.totals, self.reps, min_time_ms, max_reps)
@@ -589,15 +675,22 @@ class _EventTimer:
         out = {}
         for name in self.names:
             st = per_name[name]
+            suspect = self._suspect(name, st["median_ms"])
+            if suspect:
+                # a loaded host wakes late now and then: only a fn that
+                # stays suspect over more paired checks is flagged
+                for _ in range(CONFIRM_CHECKS):
+                    self._sync_one(name)
+                    self._sync_one(name, null=True)
+                suspect = self._suspect(name, st["median_ms"])
             sync_med = _median(self.sync_samples[name]) if self.sync_samples[name] else None
             host_med = _median(self.host_samples[name]) if self.host_samples[name] else None
             st["sync_median_ms"] = sync_med
             st["host_median_ms"] = host_med
-            suspect = False
-            if sync_med is not None and st["median_ms"] is not None:
-                ref = max(st["median_ms"], host_med or 0.0)
-                suspect = (sync_med - self.sync_latency_ms >
-                           SIDE_STREAM_FACTOR * ref + SIDE_STREAM_SLACK_MS)
+            st["sync_null_ms"] = _median(self.null_samples[name]) \
+                if self.null_samples[name] else None
+            st["sync_excess_ms"] = self._excess_ms(name)
+            st["host_starved"] = self.starved[name]
             st["side_stream_suspect"] = bool(suspect)
             st["method"] = method
             st["method_reason"] = reason
@@ -771,7 +864,7 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
         t0 = time.perf_counter()
         dev.sync()
         lat.append((time.perf_counter() - t0) * 1e3)
-    ev = _EventTimer(dev, fns, names, lead_us, _median(lat))
+    ev = _EventTimer(dev, fns, names, lead_us, _median(lat), flush_us)
 
     # a few per-call repetitions first: the estimate that picks the method,
     # and the reference a graph's result is checked against
@@ -855,7 +948,13 @@ def compile_baseline(model_or_fn, example_inputs=None, *, device=None,
             device = (_inputs_device(torch, example_inputs)
                       or _infer_device(torch, model_or_fn)
                       or ("cuda" if torch.cuda.is_available() else "cpu"))
-        if mode is None and str(device).startswith("cuda"):
+        if mode is None:
+            # a runner-wide override (KB_COMPILE_MODE), e.g. "default" where
+            # max-autotune's GEMM search would not fit a benchmark's time
+            env_mode = os.environ.get("KB_COMPILE_MODE") or None
+            mode = None if env_mode == "default" else env_mode
+        if mode is None and str(device).startswith("cuda") and \
+                os.environ.get("KB_COMPILE_MODE") != "default":
             # Not "max-autotune": that mode adds CUDA graphs, whose replays
             # write every output into the same static buffers (an output
             # kept from an earlier call is overwritten by the next), copy

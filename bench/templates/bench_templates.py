@@ -556,6 +556,9 @@ class Bench:
               self.set["max_points"], self.set["exhaustive_limit"], self.set["refine_rounds"],
               self.set["bench"]["warmup"], self.set["bench"]["min_time_ms"],
               self.set["bench"]["max_reps"], rate(copy, "GB/s"), rate(mm, "TFLOP/s")))
+        if os.environ.get("KB_COMPILE_MODE"):
+            p("torch.compile mode: %s (KB_COMPILE_MODE; else max-autotune-no-cudagraphs)"
+              % os.environ["KB_COMPILE_MODE"])
         if self.backend == "cpu":
             p("(cpu backend: small sizes; the targets are set for the cuda backend on the H200)")
         p()

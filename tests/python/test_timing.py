@@ -237,6 +237,15 @@ def test_compile_baseline_mode(monkeypatch):
     assert fn is torch.relu and reason == "" and "mode" not in seen
     timing.compile_baseline(torch.relu, None, device="cuda")
     assert seen["mode"] == "max-autotune-no-cudagraphs"
+    # the runner-wide override: a named mode, or torch's default
+    monkeypatch.setenv("KB_COMPILE_MODE", "reduce-overhead")
+    seen.clear()
+    timing.compile_baseline(torch.relu, None, device="cuda")
+    assert seen["mode"] == "reduce-overhead"
+    monkeypatch.setenv("KB_COMPILE_MODE", "default")
+    seen.clear()
+    timing.compile_baseline(torch.relu, None, device="cuda")
+    assert "mode" not in seen
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch 1.x")

@@ -26,7 +26,7 @@ def args(tmp_path, **kw):
         workdir=str(tmp_path / "work"), out=None, configs=8, seeds=5, ops=None,
         variants=2, repeats=3, baselines="eager", jobs=8, max_jobs=2,
         min_time_ms=100, max_reps=1000, timeout=300, ext_timeout=600,
-        hang_timeout=20, deadline=None, reject_evidence=None)
+        hang_timeout=20, deadline=None, reject_evidence=None, sections=None)
     for k, v in kw.items():
         setattr(a, k, v)
     os.makedirs(a.workdir, exist_ok=True)
@@ -68,6 +68,9 @@ def filled_eval(tmp_path, **kw):
     meds = {"own": 0.0040, "half": 0.0039, "odd": 0.0047}
     ev.spread_evs = [evidence(s, 3.0, 2.9, {k: v * f for k, v in meds.items()})
                      for s, f in ((1, 1.0), (2, 1.004), (3, 0.998))]
+    large = {"own": 0.0410, "double": 0.0805, "seven": 0.0037}
+    ev.spread_large_evs = [evidence(s, 3.0, 2.9, {k: v * f for k, v in large.items()})
+                           for s, f in ((1, 1.0), (2, 1.006), (3, 0.999))]
     for name, want in kbdrive.EXPECTED_REJECTIONS.items():
         ev.rejects[name] = (evidence(2, 1.0, 1.0, verdict="rejected",
                                      checks=[sorted(want)[0]]), "this run")
@@ -93,13 +96,45 @@ def test_report_splits_fresh_and_warm_workers(tmp_path):
 
 def test_report_spread_section_uses_the_timing_methods(tmp_path):
     text, _ = filled_eval(tmp_path).report()
-    sec = text.split("2. Repeated timing")[1].split("3. Kernels")[0]
+    sec = text.split("2. Repeated timing", 1)[1].split("3. Kernels")[0]
     assert "geomean kernel median spread (max/min - 1): 0.60%, target 2%: met" in sec
     assert "timing methods: graph for 3 config(s)" in sec
     assert "0.40%" in sec                       # the largest ci of a run
     assert "half" in sec and "odd" in sec
-    assert "repeated timing, geomean of kernel medians: spread 0.60% vs target 2%: met" \
-        in text
+    # judged on the configs long enough to be the kernel's own time
+    assert "configs judged for the 2% target (kernel median >= 0.020 ms in every run): 2; " \
+        "largest spread 0.70%" in sec
+    assert "repeated timing, kernel medians of the configs >= 0.020 ms: largest spread " \
+        "0.70% over 2 configs vs target 2%: met; launch-bound (kb_relu's own sizes): " \
+        "geomean spread 0.60%" in text
+    assert "at bandwidth-bound sizes (64 MB per tensor)" in sec and "double" in sec
+
+
+def test_scaled_operator_sets_the_size_constants(tmp_path):
+    src = kbdrive.operator_path("kb_relu.py")
+    dest = bench_eval.scaled_operator(src, str(tmp_path / "op" / "big.py"),
+                                      bench_eval.LARGE_SIZES)
+    text = open(dest).read()
+    assert "\nbatch_size = 1024\n" in text and "\ndim = 16384\n" in text
+    assert "batch_size = 16\n" not in text and "def get_inputs" in text
+    with pytest.raises(ValueError) as e:
+        bench_eval.scaled_operator(src, str(tmp_path / "x.py"), {"hidden": 3})
+    assert "hidden" in str(e.value)
+
+
+def test_sections_leave_out_what_was_not_asked(tmp_path):
+    ev = filled_eval(tmp_path, sections="spread")
+    ev.rejects.clear()
+    ev.rows_native.clear()
+    ev.rows_ext.clear()
+    text, ok = ev.report()
+    assert ok, text
+    assert "every hack rejected for its reason: not run (--sections)" in text
+    assert "no correct kernel rejected: not run (--sections)" in text
+    with pytest.raises(ValueError) as e:
+        bench_eval.parse_sections("spread,bogus")
+    assert "bogus" in str(e.value)
+    assert bench_eval.parse_sections("natives,spread") == ["spread", "natives"]
 
 
 def test_report_names_a_fallback_to_events(tmp_path):
@@ -110,6 +145,14 @@ def test_report_names_a_fallback_to_events(tmp_path):
     assert "events for 3 config(s)" in text and "graph for 3 config(s)" in text
     assert "events because: graph capture of 'kernel' failed" in text
     assert "target 2%: missed" in text
+
+
+def test_spread_target_missed_on_a_long_config(tmp_path):
+    ev = filled_eval(tmp_path)
+    ev.spread_large_evs[2] = evidence(3, 3.0, 2.9, {"own": 0.0430, "double": 0.0805,
+                                                    "seven": 0.0037})
+    text, ok = ev.report()
+    assert "largest spread 4.88% over 2 configs vs target 2%: missed" in text
 
 
 def test_report_without_evidence_does_not_crash(tmp_path):

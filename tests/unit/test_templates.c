@@ -1360,6 +1360,11 @@ static int group_setup(void **state)
 	assert_non_null(mkdtemp(st->dir));
 	assert_int_equal(load_samples(st), 0);
 	st->emulate = !getenv("KB_SANITIZE");
+	if (st->n == 0)
+		fprintf(stderr, "no sample in %s/tests/templates%s%s%s\n", top(),
+			getenv("KB_TEST_SAMPLES") ? " matches KB_TEST_SAMPLES='" : "",
+			getenv("KB_TEST_SAMPLES") ? getenv("KB_TEST_SAMPLES") : "",
+			getenv("KB_TEST_SAMPLES") ? "'" : "");
 	assert_true(st->n > 0);
 	for (int i = 0; i < st->n; i++)
 		render_sample(st, &st->s[i]);
@@ -1486,6 +1491,9 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	struct suite *st = *state;
+
+	if (!st) /* the setup failed before it had a suite to hand over */
+		return 0;
 
 	for (int i = 0; i < st->n; i++) {
 		struct sample *s = &st->s[i];

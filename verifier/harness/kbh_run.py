@@ -144,7 +144,8 @@ def _time(req, task, kernel, verifier, configs, device, reasons, chan):
         if device.type == "cuda" and kbh_timing.side_stream_suspect(cfg.timing):
             verifier.reasons.add("stream", cfg.index, None,
                                  "config '%s': device busy after the timed stream "
-                                 "finished (work on another stream)" % cfg.name)
+                                 "finished (work on another stream): %s"
+                                 % (cfg.name, kbh_timing.side_stream_figures(cfg.timing)))
     return None
 
 

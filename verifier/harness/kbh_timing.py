@@ -138,3 +138,21 @@ def side_stream_suspect(entry):
     eager baseline, timed alike, did not: work hidden on another stream."""
     k, e = entry.get("kernel") or {}, entry.get("eager") or {}
     return bool(k.get("side_stream_suspect")) and not e.get("side_stream_suspect")
+
+
+def side_stream_figures(entry):
+    """The cross-check's figures behind a "stream" reason, for the reader
+    who must tell a hidden stream from a slow launch: per fn the event
+    median, the host time of the call and the call-to-idle time."""
+    parts = []
+    for name in ("kernel", "eager"):
+        st = entry.get(name) or {}
+
+        def ms(key):
+            v = st.get(key)
+            return "%.4f ms" % v if isinstance(v, (int, float)) else "-"
+        parts.append("%s: events %s, host call %s, call to idle device %s "
+                     "(%s beyond a spin of its events' length)"
+                     % (name, ms("median_ms"), ms("host_median_ms"), ms("sync_median_ms"),
+                        ms("sync_excess_ms")))
+    return "; ".join(parts)

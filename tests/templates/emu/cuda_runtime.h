@@ -345,7 +345,10 @@ template <typename T> static inline T __shfl_sync(unsigned int m, T v, int l, in
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-/* __expf and __logf: glibc declares them (the exact functions) */
+/* the fast intrinsics as the exact functions: glibc declares __expf and
+ * __logf but exports neither, so they are macros here */
+#define __expf(x) expf(x)
+#define __logf(x) logf(x)
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 
