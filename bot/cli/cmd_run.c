@@ -42,6 +42,8 @@ static void usage(FILE *fp)
 		"                         operator, seed and settings exists (the same seed replays\n"
 		"                         its recorded model answers)\n"
 		"      --seed N           with [llm] models: the search's seed (default [search] seed)\n"
+		"      --job-id N         with [llm] models: the daemon's job N (in the state dir)\n"
+		"                         that the search belongs to (the daemon passes it)\n"
 		"      --time-budget S    stop trying new points after S seconds and finish with the\n"
 		"                         best verified one (its final check runs past S); the\n"
 		"                         results then say the budget cut the search short\n"
@@ -237,6 +239,7 @@ int cmd_run(int argc, char **argv)
 		{ "time-budget", required_argument, NULL, 'T' },
 		{ "fresh", no_argument, NULL, 'f' },
 		{ "seed", required_argument, NULL, 'S' },
+		{ "job-id", required_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -289,6 +292,10 @@ int cmd_run(int argc, char **argv)
 			search_args.seed = (uint64_t)v;
 			break;
 		}
+		case 'J':
+			if (kb_parse_i64(optarg, &search_args.job_id) || search_args.job_id < 1)
+				return cli_usage_error("run", "--job-id '%s' is not a positive number", optarg);
+			break;
 		case 'h': usage(stdout); return KB_EXIT_OK;
 		default: return cli_usage_error("run", "unknown option");
 		}

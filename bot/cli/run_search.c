@@ -8,6 +8,8 @@
 #include "core/strvec.h"
 #include "core/util.h"
 #include "llm/llm.h"
+
+#include <inttypes.h>
 #include "report/markdown.h"
 #include "report/run_report.h"
 #include "search/search.h"
@@ -301,6 +303,23 @@ int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const st
 
 	kb_tune_result_init(&tres);
 	kb_search_result_init(&sres);
+	/* before the templates' minutes: a bad --job-id must not cost them */
+	if (kb_state_open(&st, cfg->state_dir))
+		goto out;
+	if (args && args->job_id > 0) {
+		/* the search row refers to the job: it must be in this store */
+		struct kb_job job = { 0 };
+
+		c = kb_state_job_get(st, args->job_id, &job);
+		kb_job_release(&job);
+		if (c == KB_ENOTFOUND) {
+			fprintf(stderr, "kernelbot run: --job-id %" PRId64 ": no such job in the state dir '%s'\n",
+				args->job_id, cfg->state_dir);
+			goto out;
+		}
+		if (c)
+			goto out;
+	}
 	if (to->deadline_ms) {
 		int64_t left = to->deadline_ms - kb_now_ms();
 
@@ -337,8 +356,6 @@ int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const st
 		goto out;
 	}
 	strbuf_addf(&status, "%s/search.json", out_dir);
-	if (kb_state_open(&st, cfg->state_dir))
-		goto out;
 	c = kb_llm_client_new(&llm, cfg);
 	if (c) {
 		fprintf(stderr, "kernelbot run: could not set up the models of [llm] (see the error above)\n");
@@ -350,6 +367,7 @@ int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const st
 	so.describe = tres.describe;
 	so.seed = args ? args->seed : 0;
 	so.fresh = args && args->fresh;
+	so.job_id = args ? args->job_id : 0;
 	so.deadline_ms = to->deadline_ms;
 	so.final_seeds = to->seeds;
 	so.status_path = status.buf;

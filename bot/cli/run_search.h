@@ -18,6 +18,7 @@ struct kb_tune_opts;
 struct cli_search_args {
 	bool fresh;             /* --fresh: a new search, even when one with the same key exists */
 	uint64_t seed;          /* --seed N; 0: [search] seed, else from the operator's hash */
+	int64_t job_id;         /* --job-id N: the daemon's job this search belongs to; 0: none */
 };
 
 /*

@@ -294,6 +294,8 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
 	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", r->out.buf,
 		     "--progress-file", r->progress_path.buf, "--time-budget", budget.buf, NULL);
+	if (j->cfg->nr_llm_models > 0) /* the search's rows refer to the job */
+		strvec_pushf(&r->cp.args, "--job-id=%" PRId64, r->job.id);
 	strvec_push(&r->cp.args, op.buf);
 	for (size_t i = 0; i < j->cfg->nr_llm_models; i++) {
 		const char *key = j->cfg->llm_models[i].api_key;

@@ -71,6 +71,8 @@ def test_job_runs_the_llm_search(tmp_path, sim):
                 with open(path, "rb") as f:
                     assert LLM_KEY.encode() not in f.read(), path
         jobs = w.db("SELECT id FROM jobs")
+        # the search's row belongs to the job (the daemon passes --job-id)
+        assert w.db("SELECT job_id FROM searches") == [(jobs[0][0],)]
         run_ini = os.path.join(w.state, "jobs", str(jobs[0][0]), "run.ini")
         with open(run_ini) as f:
             assert "${KERNELBOT_LLM_KEY_0}" in f.read()

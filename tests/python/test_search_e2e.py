@@ -300,6 +300,17 @@ def test_finished_search_returns_at_once(env, sim):
     assert a["sha256"] == b["sha256"] and a["search"]["search_id"] == b["search"]["search_id"]
 
 
+def test_job_id_must_name_a_job_of_the_state_dir(env, sim):
+    before = sim.stats()["requests"]
+    cfg = config(env, sim, "relu")
+    r = run(env, cfg, RELU, "relu-job", "--job-id", "4242")
+    assert r.returncode == 2, r.stderr
+    assert "--job-id 4242: no such job in the state dir" in r.stderr, r.stderr
+    r = run(env, cfg, RELU, "relu-job", "--job-id", "x")
+    assert r.returncode == 2 and "--job-id 'x' is not a positive number" in r.stderr, r.stderr
+    assert sim.stats()["requests"] == before
+
+
 # --- Anthropic, faults, filtered candidates ---
 
 def test_anthropic_faults_and_filter(env, sim):
