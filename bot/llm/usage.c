@@ -122,6 +122,10 @@ int kb_llm_usage_lookup(struct kb_state *st, const char *call_key, struct kb_llm
 	return rc;
 }
 
+/* what totals() reads, in its order */
+#define USAGE_COLUMNS "count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0)," \
+	" coalesce(sum(cost_usd), 0), coalesce(sum(status != 'ok'), 0)"
+
 static int totals(struct kb_state *st, const char *sql, int64_t arg, struct kb_llm_usage *out)
 {
 	sqlite3_stmt *stmt;
@@ -139,6 +143,7 @@ static int totals(struct kb_state *st, const char *sql, int64_t arg, struct kb_l
 	out->prompt_tokens = sqlite3_column_int64(stmt, 1);
 	out->completion_tokens = sqlite3_column_int64(stmt, 2);
 	out->cost_usd = sqlite3_column_double(stmt, 3);
+	out->failed = sqlite3_column_int64(stmt, 4);
 	rc = 0;
 out:
 	sqlite3_finalize(stmt);
@@ -147,16 +152,13 @@ out:
 
 int kb_llm_usage_search(struct kb_state *st, int64_t search_id, struct kb_llm_usage *out)
 {
-	return totals(st, "SELECT count(*), coalesce(sum(prompt_tokens), 0),"
-		      " coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0)"
-		      " FROM llm_calls WHERE search_id = ?", search_id, out);
+	return totals(st, "SELECT " USAGE_COLUMNS " FROM llm_calls WHERE search_id = ?", search_id, out);
 }
 
 int kb_llm_usage_daily(struct kb_state *st, int64_t now_s, struct kb_llm_usage *out)
 {
-	return totals(st, "SELECT count(*), coalesce(sum(prompt_tokens), 0),"
-		      " coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0)"
-		      " FROM llm_calls WHERE created_at > ?", now_s - 86400, out);
+	return totals(st, "SELECT " USAGE_COLUMNS " FROM llm_calls WHERE created_at > ?",
+		      now_s - 86400, out);
 }
 
 void kb_llm_budget_from_config(struct kb_llm_budget *b, const struct kb_config *cfg)

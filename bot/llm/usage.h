@@ -48,6 +48,7 @@ int kb_llm_usage_lookup(struct kb_state *st, const char *call_key, struct kb_llm
 
 struct kb_llm_usage {
 	int64_t calls;
+	int64_t failed;         /* calls whose status is not "ok" */
 	int64_t prompt_tokens, completion_tokens;
 	double cost_usd;
 };

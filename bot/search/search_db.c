@@ -839,31 +839,6 @@ cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id)
 
 /* --- LLM usage --- */
 
-int kb_search_db_llm_totals(struct kb_state *st, int64_t search_id, struct kb_search_llm_totals *t)
-{
-	sqlite3_stmt *stmt = NULL;
-	int rc = -1;
-
-	memset(t, 0, sizeof(*t));
-	if (prepare(st, &stmt, "SELECT count(*), coalesce(sum(status != 'ok'), 0), coalesce(sum(prompt_tokens), 0),"
-		    " coalesce(sum(completion_tokens), 0), coalesce(sum(cost_usd), 0) FROM llm_calls"
-		    " WHERE search_id = ?1", "could not prepare the llm usage read"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, search_id);
-	if (sqlite3_step(stmt) == SQLITE_ROW) {
-		t->calls = sqlite3_column_int64(stmt, 0);
-		t->failed = sqlite3_column_int64(stmt, 1);
-		t->prompt_tokens = sqlite3_column_int64(stmt, 2);
-		t->completion_tokens = sqlite3_column_int64(stmt, 3);
-		t->cost_usd = sqlite3_column_double(stmt, 4);
-		rc = 0;
-	} else {
-		db_error(st, "could not read the llm usage");
-	}
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
 int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct strbuf *status,
 			      struct strbuf *error)
 {

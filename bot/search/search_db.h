@@ -146,12 +146,7 @@ int kb_search_db_history_add(struct kb_state *st, int64_t search_id, double t_s,
 /* [{"t_s", "speedup", "candidate_id"}] in time order; NULL on error (logged). */
 cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id);
 
-/* --- LLM usage of a search --- */
-
-struct kb_search_llm_totals {
-	int64_t calls, failed, prompt_tokens, completion_tokens;
-	double cost_usd;
-};
+/* --- LLM calls of a search (their totals: llm/usage.h) --- */
 
 /*
  * A call under call_key that failed in a way that is the model's answer,
@@ -161,8 +156,5 @@ struct kb_search_llm_totals {
  */
 int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct strbuf *status,
 			      struct strbuf *error);
-
-/* Sums over llm_calls of search_id. */
-int kb_search_db_llm_totals(struct kb_state *st, int64_t search_id, struct kb_search_llm_totals *t);
 
 #endif

@@ -2,6 +2,7 @@
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "llm/usage.h"
 #include "report/markdown.h"
 #include "search/llm_verifiers.h"
 
@@ -35,7 +36,7 @@ cJSON *srch_summary(struct srch *s, bool final)
 	static const char *const verdicts[] = { "verified", "rejected", "build", "static", "filtered", "error",
 						"pending" };
 	cJSON *j = cJSON_CreateObject(), *arr, *o;
-	struct kb_search_llm_totals t;
+	struct kb_llm_usage t;
 	struct kb_verifier_stats vs = { 0 };
 	struct strbuf grid = STRBUF_INIT;
 	size_t counts[ARRAY_SIZE(verdicts)] = { 0 };
@@ -70,7 +71,7 @@ cJSON *srch_summary(struct srch *s, bool final)
 	cJSON_AddNumberToObject(j, "wall_s", round_to(srch_wall_s(s), 0.01));
 
 	o = cJSON_AddObjectToObject(j, "llm");
-	if (kb_search_db_llm_totals(s->st, s->row.id, &t))
+	if (kb_llm_usage_search(s->st, s->row.id, &t))
 		memset(&t, 0, sizeof(t));
 	cJSON_AddNumberToObject(o, "calls", (double)t.calls);
 	cJSON_AddNumberToObject(o, "failed", (double)t.failed);

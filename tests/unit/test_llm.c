@@ -635,6 +635,7 @@ static void test_usage_store(void **state)
 	/* totals */
 	assert_int_equal(kb_llm_usage_search(st, s1, &u), 0);
 	assert_int_equal(u.calls, 3);
+	assert_int_equal(u.failed, 1);  /* the 429 */
 	assert_int_equal(u.prompt_tokens, 110);
 	assert_int_equal(u.completion_tokens, 220);
 	assert_true(fabs(u.cost_usd - 0.75) < 1e-12);

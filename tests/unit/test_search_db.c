@@ -368,7 +368,7 @@ static void test_prompts_history_usage(void **ctx)
 	struct kb_prompt p, *all;
 	struct kb_llm_call_info info = { .search_id = id, .call_key = "cb/g0/i0/k0/translate/a0" };
 	struct kb_llm_reply reply;
-	struct kb_search_llm_totals t;
+	struct kb_llm_usage t;
 	cJSON *hist;
 	size_t n;
 
@@ -414,7 +414,7 @@ static void test_prompts_history_usage(void **ctx)
 	info.call_key = "cb/g0/i0/k1/translate/a0";
 	assert_int_equal(kb_llm_usage_record(f->st, &info, &reply, NULL), 0);
 	kb_llm_reply_release(&reply);
-	assert_int_equal(kb_search_db_llm_totals(f->st, id, &t), 0);
+	assert_int_equal(kb_llm_usage_search(f->st, id, &t), 0);
 	assert_int_equal(t.calls, 2);
 	assert_int_equal(t.failed, 1);
 	assert_int_equal(t.prompt_tokens, 100);
