@@ -417,6 +417,24 @@ static int cand_id_by_hash(struct kb_state *st, int64_t search_id, const char *h
 	return rc;
 }
 
+/* A candidate's outcome, the same eight columns in the insert and the
+ * update: verdict, reasons, speedup, speedup_compile, evidence, cell,
+ * build_info, verifiers, bound from parameter first on. */
+static void bind_outcome(sqlite3_stmt *stmt, int first, const struct kb_search_cand *c)
+{
+	sqlite3_bind_text(stmt, first, c->verdict, -1, SQLITE_STATIC);
+	bind_json_or_null(stmt, first + 1, c->reasons);
+	bind_real_or_null(stmt, first + 2, c->speedup);
+	bind_real_or_null(stmt, first + 3, c->speedup_compile);
+	bind_json_or_null(stmt, first + 4, c->evidence);
+	if (c->cell >= 0)
+		sqlite3_bind_int(stmt, first + 5, c->cell);
+	else
+		sqlite3_bind_null(stmt, first + 5);
+	bind_json_or_null(stmt, first + 6, c->build_info);
+	bind_json_or_null(stmt, first + 7, c->verifiers);
+}
+
 int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_search_cand *c)
 {
 	sqlite3_stmt *stmt = NULL;
@@ -457,17 +475,7 @@ int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_s
 	sqlite3_bind_text(stmt, 10, c->backend ? c->backend : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 11, c->generation);
 	sqlite3_bind_int64(stmt, 12, c->island);
-	sqlite3_bind_text(stmt, 13, c->verdict, -1, SQLITE_STATIC);
-	bind_json_or_null(stmt, 14, c->reasons);
-	bind_real_or_null(stmt, 15, c->speedup);
-	bind_real_or_null(stmt, 16, c->speedup_compile);
-	bind_json_or_null(stmt, 17, c->evidence);
-	if (c->cell >= 0)
-		sqlite3_bind_int(stmt, 18, c->cell);
-	else
-		sqlite3_bind_null(stmt, 18);
-	bind_json_or_null(stmt, 19, c->build_info);
-	bind_json_or_null(stmt, 20, c->verifiers);
+	bind_outcome(stmt, 13, c);
 	sqlite3_bind_int64(stmt, 21, c->created_at);
 	if (sqlite3_step(stmt) != SQLITE_ROW) {
 		db_error(st, "could not insert a candidate");
@@ -491,17 +499,7 @@ int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c
 		    "could not prepare the candidate update"))
 		return -1;
 	sqlite3_bind_int64(stmt, 1, c->id);
-	sqlite3_bind_text(stmt, 2, c->verdict, -1, SQLITE_STATIC);
-	bind_json_or_null(stmt, 3, c->reasons);
-	bind_real_or_null(stmt, 4, c->speedup);
-	bind_real_or_null(stmt, 5, c->speedup_compile);
-	bind_json_or_null(stmt, 6, c->evidence);
-	if (c->cell >= 0)
-		sqlite3_bind_int(stmt, 7, c->cell);
-	else
-		sqlite3_bind_null(stmt, 7);
-	bind_json_or_null(stmt, 8, c->build_info);
-	bind_json_or_null(stmt, 9, c->verifiers);
+	bind_outcome(stmt, 2, c);
 	if (sqlite3_step(stmt) != SQLITE_DONE)
 		db_error(st, "could not update a candidate");
 	else if (sqlite3_changes(kb_state_db(st)) != 1)

@@ -211,7 +211,7 @@ static void note_failure(struct srch *s, const struct kb_search_cand *c)
 
 struct eval_ctx {
 	struct srch *s;
-	struct kb_search_cand **todo;
+	struct kb_search_cand **to_run;
 	size_t done;
 };
 
@@ -219,7 +219,7 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 {
 	struct eval_ctx *ec = payload;
 	struct srch *s = ec->s;
-	struct kb_search_cand *c = ec->todo[i];
+	struct kb_search_cand *c = ec->to_run[i];
 	const char *verdict = kb_evidence_verdict(ev);
 	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(ev, "summary");
 	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(ev, "kernelbot");
@@ -279,8 +279,8 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 	(void)kernel_path;
 }
 
-/* Build and run the candidates in todo (all pending) in the harness worker. */
-static int evaluate(struct srch *s, struct kb_search_cand **todo, size_t m, const char *stage)
+/* Build and run the candidates of to_run (all still unjudged) in the harness worker. */
+static int evaluate(struct srch *s, struct kb_search_cand **to_run, size_t m, const char *stage)
 {
 	const char **paths = xcalloc(m ? m : 1, sizeof(*paths));
 	cJSON **evs = xcalloc(m ? m : 1, sizeof(*evs));
@@ -290,7 +290,7 @@ static int evaluate(struct srch *s, struct kb_search_cand **todo, size_t m, cons
 		.backend = s->o->backend, .seeds = final_seeds < KB_TUNE_SEEDS ? final_seeds : KB_TUNE_SEEDS,
 		.timing = true,
 	};
-	struct eval_ctx ec = { .s = s, .todo = todo };
+	struct eval_ctx ec = { .s = s, .to_run = to_run };
 	struct strbuf path = STRBUF_INIT;
 	struct kb_config tcfg;
 	int rc = 0;
@@ -301,8 +301,8 @@ static int evaluate(struct srch *s, struct kb_search_cand **todo, size_t m, cons
 	}
 	for (size_t i = 0; i < m; i++) {
 		strbuf_reset(&path);
-		strbuf_addf(&path, "%s/%.16s%s", s->work.buf, todo[i]->hash, s->ext);
-		if (kb_write_file_atomic(path.buf, todo[i]->source, strlen(todo[i]->source))) {
+		strbuf_addf(&path, "%s/%.16s%s", s->work.buf, to_run[i]->hash, s->ext);
+		if (kb_write_file_atomic(path.buf, to_run[i]->source, strlen(to_run[i]->source))) {
 			rc = error_errno("could not write '%s'", path.buf);
 			goto out;
 		}
@@ -347,7 +347,7 @@ static void record_best(struct srch *s, const struct kb_search_cand *c)
 
 int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
 {
-	struct kb_search_cand **todo = xcalloc(n ? n : 1, sizeof(*todo));
+	struct kb_search_cand **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
 	size_t m = 0;
 	int rc = 0;
 
@@ -413,7 +413,7 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 			if (!pass && !c->audited)
 				continue;
 		}
-		todo[m++] = c;
+		to_run[m++] = c;
 	}
 	if (m && s->o->deadline_ms && kb_now_ms() >= s->o->deadline_ms) {
 		srch_cut_short(s, "the time budget ran out");
@@ -424,7 +424,7 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		goto out;
 	}
 	if (m) {
-		rc = evaluate(s, todo, m, stage);
+		rc = evaluate(s, to_run, m, stage);
 		if (rc)
 			goto out;
 	}
@@ -442,6 +442,6 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		record_best(s, c);
 	}
 out:
-	free(todo);
+	free(to_run);
 	return rc;
 }
