@@ -44,9 +44,13 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
       "graph" ask for one (graph still falls back).
 
       "events": CUDA events around each call. Before each timed call L2
-      is flushed by writing a buffer of FLUSH_FACTOR x the device's L2
-      size (allocated once per device); the flush is enqueued before the
-      start event, so it is outside the timed region. The flush, topped up
+      is flushed by reading a buffer of FLUSH_FACTOR x the device's L2
+      size (allocated once per device; a max into one value), so L2 holds
+      only clean lines of that buffer. A flush by writing would leave L2
+      full of dirty lines whose write-back lands inside the next timed
+      call: on the H200 a 256 MB read-only kernel timed 7-9 us (about 10%)
+      slower after a written flush than after a read one. The flush is
+      enqueued before the start event, so it is outside the timed region. The flush, topped up
       with torch.cuda._sleep to about 2x the fn's host-side time seen in
       the warm-up, keeps the device busy while the host enqueues the call,
       so the host's launch overhead (Python, ctypes, torch.compile guards)
@@ -77,22 +81,26 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
 
       Cross-check for work hidden on other streams, with either method:
       after every SYNC_EVERY-th repetition or round each fn is called once
-      more (not part of the statistics) and timed on the host, from a
-      synchronised idle device to the end of torch.cuda.synchronize()
-      after fn(). "sync_median_ms" is the median of those,
-      "host_median_ms" the median host time of fn() alone (launch cost).
-      Each such call is paired with its null stand-in, timed alike right
-      after it: a spin on the timed stream as long as the fn's events
-      median ("sync_null_ms": their median). A loaded host waking late from
-      a blocking sync, or other processes' time slices on a shared GPU,
-      cost both alike, and only ever add. "sync_excess_ms" is the fn's
-      shortest call-to-idle minus its null's shortest (hidden work is in
-      every call), and "side_stream_suspect" is True when
+      more (not part of the statistics) from a synchronised idle device;
+      an end event is recorded on the timed stream after it, the host
+      polls that event until it has passed, then synchronises the whole
+      device. "sync_median_ms" is the median from the call to the idle
+      device, "host_median_ms" the median host time of fn() alone (launch
+      cost). What counts is the tail: from the end event passing to the
+      device being idle, i.e. work still running when the timed stream
+      was done. Each call is paired with its null stand-in, timed alike
+      right after it: a spin on the timed stream as long as the fn's
+      events median ("sync_null_ms": its call to idle). "sync_excess_ms"
+      is the fn's shortest tail minus its null's shortest (hidden work is
+      in every call). Whatever delays the timed stream itself (a loaded
+      host waking late, other processes' time slices on a shared GPU
+      between a call's launches) is before the end event and out of the
+      tail. "side_stream_suspect" is True when
           sync_excess > 1.5 * max(median, host_median) + 0.02 ms
-      i.e. the device stayed busy well after both the timed stream's work
-      and the host call had finished: work the events did not see; a fn
-      that is suspect gets CONFIRM_CHECKS more paired checks first and is
-      flagged only when it still is.
+      i.e. the device stayed busy well after the timed stream's work had
+      finished: work the events did not see; a fn that is suspect gets
+      CONFIRM_CHECKS more paired checks first and is flagged only when it
+      still is.
 
       Host-starved repetitions (events): when the host took longer to
       enqueue (start event, call, end event) than the device work queued
@@ -160,6 +168,9 @@ HOST_STARVED_MAX_SHARE = 0.25
 # checks before it is flagged
 NULL_SPIN_US = 20.0
 CONFIRM_CHECKS = 9
+# the side-stream check polls its end event for at most this long (a
+# call's own length, normally), then waits for it blocking
+EVENT_POLL_S = 2.0
 METHODS = ("auto", "graph", "events")
 CLOCK_WARM_MS = 20.0        # device work before anything is timed (clocks up)
 PROBE_REPS = 8              # per-call repetitions that pick the method
@@ -274,9 +285,13 @@ def _cuda_flush_buffer(torch, dev):
     buf = _flush_buffers.get(key)
     if buf is None:
         nbytes = FLUSH_FACTOR * gpu_l2_bytes(torch, dev)
-        buf = torch.empty(nbytes // 4, dtype=torch.int32,
+        buf = torch.zeros(nbytes // 4, dtype=torch.int32,
                           device=torch.device("cuda", dev))
         _flush_buffers[key] = buf
+        # where _l2_flush's max goes: allocated once, so a flush allocates
+        # nothing (CUDA-graph capture included)
+        _flush_buffers[("sink", buf.data_ptr())] = torch.zeros(
+            (), dtype=torch.int32, device=buf.device)
     return buf
 
 
@@ -286,15 +301,20 @@ class CaptureError(Exception):
     """A CUDA graph could not be captured (or replayed) from the fns."""
 
 
+def _l2_flush(torch, buf):
+    """Enqueue one L2 flush: buf (a _cuda_flush_buffer) read into its sink."""
+    torch.amax(buf, 0, out=_flush_buffers[("sink", buf.data_ptr())])
+
+
 def _flush_us(torch, buf):
     """Device time of one L2 flush, in microseconds (measured once)."""
     key = buf.data_ptr()
     if key not in _flush_time:
-        buf.fill_(0)
+        _l2_flush(torch, buf)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        buf.fill_(0)
+        _l2_flush(torch, buf)
         end.record()
         end.synchronize()
         _flush_time[key] = start.elapsed_time(end) * 1e3
@@ -420,7 +440,7 @@ class TorchCuda:
     def flush(self):
         """Enqueue an L2 flush (nothing without a flush buffer)."""
         if self.buf is not None:
-            self.buf.fill_(0)
+            _l2_flush(self.torch, self.buf)
 
     def flush_ms(self):
         return _flush_us(self.torch, self.buf) / 1e3 if self.buf is not None else 0.0
@@ -435,6 +455,16 @@ class TorchCuda:
 
     def record(self, ev):
         ev.record(self.torch.cuda.current_stream())
+
+    def wait_event(self, ev):
+        """Return once the timed stream has passed ev: polled, so no late
+        wake-up of a blocking wait is timed (at most EVENT_POLL_S, then a
+        blocking wait)."""
+        t = time.perf_counter()
+        while not ev.query():
+            if time.perf_counter() - t > EVENT_POLL_S:
+                ev.synchronize()
+                return
 
     def elapsed_ms(self, start, end):
         return start.elapsed_time(end)
@@ -554,6 +584,8 @@ class _EventTimer:
         self.starved = {n: 0 for n in names}
         self.sync_latency_ms = sync_latency_ms
         self.null_samples = {n: [] for n in names}  # sync_check's null stand-ins
+        self.tails = {n: [] for n in names}         # end event passed -> device idle
+        self.null_tails = {n: [] for n in names}
         self.samples = {n: [] for n in names}
         self.sync_samples = {n: [] for n in names}
         self.host_samples = {n: [] for n in names}
@@ -607,12 +639,15 @@ class _EventTimer:
     def _sync_one(self, name, null=False):
         """One cross-check call of fn name (or, null=True, of its stand-in:
         a spin on the timed stream as long as the fn's events median so
-        far), from an idle device to the end of a device-wide sync. No
-        spin goes first: work a call starts on another stream would run
-        under it unseen."""
+        far), from an idle device: an end event on the timed stream after
+        it, polled until passed, then a device-wide sync. The tail (event
+        passed to device idle) is work on other streams. No spin goes
+        first: work a call starts on another stream would run under it
+        unseen."""
         dev = self.dev
         self._lead(name, spin=False)
         dev.sync()
+        end = dev.event()
         t0 = time.perf_counter()
         if null:
             med = _median(self.samples[name]) if self.samples[name] else None
@@ -620,13 +655,18 @@ class _EventTimer:
         else:
             self.fns[name]()
         t1 = time.perf_counter()
+        dev.record(end)
+        dev.wait_event(end)
+        te = time.perf_counter()
         dev.sync()
         t2 = time.perf_counter()
         if null:
             self.null_samples[name].append((t2 - t0) * 1e3)
+            self.null_tails[name].append((t2 - te) * 1e3)
         else:
             self.host_samples[name].append((t1 - t0) * 1e3)
             self.sync_samples[name].append((t2 - t0) * 1e3)
+            self.tails[name].append((t2 - te) * 1e3)
 
     def sync_check(self, order):
         """Extra calls, untimed by events: from an idle device to the end of
@@ -637,14 +677,13 @@ class _EventTimer:
             self._sync_one(name, null=True)
 
     def _excess_ms(self, name):
-        """The fn's shortest call-to-idle minus its null's shortest: what
-        the fn kept the device busy beyond a call of its own events' length
-        on the timed stream. Minima, because what a loaded host's late
-        wake-up or other processes' time slices on a shared GPU add is
-        never negative and comes and goes, while work hidden on another
-        stream is in every call."""
-        if self.sync_samples[name] and self.null_samples[name]:
-            return min(self.sync_samples[name]) - min(self.null_samples[name])
+        """The fn's shortest tail minus its null's shortest: how long the
+        device stayed busy after the timed stream had passed the fn's end
+        event, beyond what an idle sync costs. Minima, because what a
+        loaded host or other processes add is never negative and comes
+        and goes, while work hidden on another stream is in every call."""
+        if self.tails[name] and self.null_tails[name]:
+            return min(self.tails[name]) - min(self.null_tails[name])
         sync_med = _median(self.sync_samples[name]) if self.sync_samples[name] else None
         return None if sync_med is None else sync_med - self.sync_latency_ms
 

@@ -11,7 +11,6 @@
 #include "templates/tune.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_client.h"
-#include "verifier/harness_worker.h"
 
 #include <math.h>
 
@@ -692,9 +691,8 @@ static int final_check(struct srch *s, const struct kb_search_cand *c, const cha
 		.backend = s->o->backend, .seeds = seeds, .timing = timing,
 	};
 	struct strbuf key = STRBUF_INIT, path = STRBUF_INIT;
-	struct kb_harness_worker *w = s->vf->worker;
 	char sha[65], tune_settings[17];
-	int rc = -1;
+	int rc;
 
 	*evidence = NULL;
 	*cached = false;
@@ -717,31 +715,8 @@ static int final_check(struct srch *s, const struct kb_search_cand *c, const cha
 	kb_tune_final_key(&key, s->device, s->op_hash, s->backend, pass, sha, seeds, tune_settings);
 	if (!timing)
 		strbuf_addstr(&key, "|untimed");
-	*evidence = kb_timings_get(s->st, key.buf);
-	if (*evidence && *kb_evidence_verdict(*evidence)) {
-		*cached = true;
-		rc = 0;
-		goto out;
-	}
-	cJSON_Delete(*evidence);
-	*evidence = NULL;
 	strbuf_addf(&path, "%s/final-%.16s%s", s->work.buf, sha, s->ext);
-	if (kb_mkdir_p(s->work.buf, 0755) || kb_write_file_atomic(path.buf, c->source, strlen(c->source))) {
-		error_errno("could not write '%s'", path.buf);
-		goto out;
-	}
-	/* the worker is for throughput; the verdict comes from a clean process */
-	if (w)
-		kb_harness_worker_stop(w);
-	s->vf->worker = NULL;
-	eo.kernel_path = path.buf;
-	rc = kb_verifier_evaluate(s->vf, &eo, evidence);
-	s->vf->worker = w;
-	if (rc)
-		goto out;
-	if (strcmp(kb_evidence_verdict(*evidence), "error") && kb_timings_put(s->st, key.buf, *evidence))
-		log_warn("the final verdict of candidate %lld was not cached", (long long)c->id);
-out:
+	rc = kb_tune_fresh_verdict(s->vf, s->st, key.buf, c->source, path.buf, &eo, evidence, cached);
 	strbuf_release(&key);
 	strbuf_release(&path);
 	return rc;

@@ -232,6 +232,25 @@ void kb_template_point_at(const struct kb_template *t, size_t k, int64_t *point)
 	}
 }
 
+size_t kb_template_point_canonical(const struct kb_template *t, size_t k)
+{
+	int64_t *point = xcalloc(t->space.nr ? t->space.nr : 1, sizeof(*point));
+	size_t index = 0;
+
+	kb_template_point_at(t, k, point);
+	if (t->family == TF_ROWWISE)
+		row_canonical(t, point);
+	for (size_t i = 0; i < t->space.nr; i++) {
+		size_t d = 0;
+
+		while (d + 1 < t->params[i].nr && t->params[i].values[d] != point[i])
+			d++;
+		index = index * t->params[i].nr + d;
+	}
+	free(point);
+	return index;
+}
+
 void kb_template_point_name(const struct kb_template *t, const int64_t *point, struct strbuf *out)
 {
 	for (size_t i = 0; i < t->space.nr; i++)

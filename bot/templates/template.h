@@ -55,6 +55,13 @@ const struct kb_template_space *kb_template_space(const struct kb_template *t);
 size_t kb_template_space_size(const struct kb_template *t);
 /* Point number k (0 <= k < size, mixed radix, first parameter slowest). */
 void kb_template_point_at(const struct kb_template *t, size_t k, int64_t *point);
+/*
+ * The number of the point that renders the same source as point number k
+ * (values the render clamps, e.g. threads_per_row above threads, set to
+ * what they are clamped to): a search proposes only these, so a budget of
+ * points is not spent on duplicates. k itself where nothing is clamped.
+ */
+size_t kb_template_point_canonical(const struct kb_template *t, size_t k);
 
 /*
  * Render a whole source for point (one value per parameter, in the space's

@@ -302,7 +302,7 @@ static const char helpers[] =
 	"KB_FN float kb_gelu_tanh(float x)\n"
 	"{\n"
 	"\tconst float beta = 0.7978845608028654f, kappa = 0.044715f; /* sqrt(2/pi) */\n"
-	"\treturn 0.5f * x * (1.0f + tanhf(beta * (x + kappa * x * x * x)));\n"
+	"\treturn 0.5f * x * (1.0f + kb_tanh(beta * (x + kappa * x * x * x)));\n"
 	"}\n"
 	"KB_FN float kb_sigmoid(float x) { return KB_QDIV(1.0f, 1.0f + expf(-x)); }\n"
 	"KB_FN float kb_silu(float x) { return KB_QDIV(x, 1.0f + expf(-x)); }\n"
@@ -319,7 +319,7 @@ static const char helpers[] =
 	"KB_FN float kb_min2(float a, float b) { return a < b ? a : (a == a ? b : a); }\n"
 	"KB_FN float kb_max2(float a, float b) { return a > b ? a : (a == a ? b : a); }\n"
 	"KB_FN float kb_sign(float x) { return (float)((0.0f < x) - (x < 0.0f)); }\n"
-	"KB_FN float kb_mish(float x) { return x * tanhf(log1pf(expf(x))); }\n"
+	"KB_FN float kb_mish(float x) { return x * kb_tanh(log1pf(expf(x))); }\n"
 	"KB_FN float kb_huber(float d, float delta)\n"
 	"{\n"
 	"\tconst float z = fabsf(d);\n"
@@ -334,7 +334,7 @@ static const char helpers[] =
 	"KB_FN float kb_gelu_tanh_bwd(float g, float x)\n"
 	"{\n"
 	"\tconst float beta = 0.7978845608028654f, kappa = 0.044715f;\n"
-	"\tconst float x2 = x * x, inner = beta * (x + kappa * x2 * x), t = tanhf(inner);\n"
+	"\tconst float x2 = x * x, inner = beta * (x + kappa * x2 * x), t = kb_tanh(inner);\n"
 	"\tconst float left = 0.5f * x, right = 1.0f + t;\n"
 	"\tconst float dleft = 0.5f * right;\n"
 	"\tconst float dright = left * (1.0f - t * t) * beta * (1.0f + 3.0f * kappa * x2);\n"
@@ -342,7 +342,7 @@ static const char helpers[] =
 	"}\n"
 	"KB_FN float kb_mish_bwd(float g, float x)\n"
 	"{\n"
-	"\tconst float s = 1.0f / (1.0f + expf(-x)), t = tanhf(log1pf(expf(x)));\n"
+	"\tconst float s = 1.0f / (1.0f + expf(-x)), t = kb_tanh(log1pf(expf(x)));\n"
 	"\treturn g * (t + x * s * (1.0f - t * t));\n"
 	"}\n";
 
@@ -485,7 +485,7 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A, const
 		break;
 	case OP_SILU: strbuf_addf(out, "kb_silu(%s)", A[0]); break;
 	case OP_SIGMOID: strbuf_addf(out, "kb_sigmoid(%s)", A[0]); break;
-	case OP_TANH: strbuf_addf(out, "tanhf(%s)", A[0]); break;
+	case OP_TANH: strbuf_addf(out, "kb_tanh(%s)", A[0]); break;
 	case OP_SOFTPLUS:
 		strbuf_addf(out, "kb_softplus(%s, ", A[0]);
 		ptext(out, n, 0, env);

@@ -158,6 +158,8 @@ int tmpl_lookup(const struct tgraph *g, const char *name, struct targ *a);
 
 /* point value of parameter name; def when the space has no such parameter */
 int64_t tmpl_param(const struct kb_template *t, const int64_t *point, const char *name, int64_t def);
+/* a row-wise point with its clamped values set to what the render uses */
+void row_canonical(const struct kb_template *t, int64_t *point);
 /* add a parameter to t's space; the first value is the default */
 void tmpl_add_param(struct kb_template *t, const char *name, const int64_t *values, size_t nr);
 

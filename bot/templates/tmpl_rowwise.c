@@ -544,15 +544,27 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		goto out;
 	}
 	if (t->backend == KB_BACKEND_CUDA) {
-		static const int64_t tpr[] = { 32, 8, 16, 64, 128, 256, 512, 1024 };
-		static const int64_t tpb[] = { 256, 128, 512, 1024 };
-		static const int64_t ept[] = { 4, 1, 2, 8 };
+		/*
+		 * The first values are the defaults, the tuner's first point:
+		 * the best measured on the H200 (bench-templates, micro
+		 * benchmarks). A map kind keeps its row in registers, one row
+		 * per block of 128 threads at 2 vectors each (16 when the row
+		 * needs it); a reduction streams its row, two warps per row, 8
+		 * vectors in flight per thread.
+		 */
+		static const int64_t tpr_map[] = { 128, 32, 8, 16, 64, 256, 512, 1024 };
+		static const int64_t tpb_map[] = { 128, 256, 512, 1024 };
+		static const int64_t ept_map[] = { 2, 4, 1, 8 };
+		static const int64_t tpr_red[] = { 64, 32, 8, 16, 128, 256, 512, 1024 };
+		static const int64_t tpb_red[] = { 256, 128, 512, 1024 };
+		static const int64_t ept_red[] = { 8, 4, 2, 1 };
 		static const int64_t vec[] = { 4, 1 };
 		static const int64_t split[] = { 1, 0 };
+		const bool map = map_kind(rw->kind);
 
-		tmpl_add_param(t, "threads_per_row", tpr, ARRAY_SIZE(tpr));
-		tmpl_add_param(t, "threads", tpb, ARRAY_SIZE(tpb));
-		tmpl_add_param(t, "ept", ept, ARRAY_SIZE(ept));
+		tmpl_add_param(t, "threads_per_row", map ? tpr_map : tpr_red, ARRAY_SIZE(tpr_map));
+		tmpl_add_param(t, "threads", map ? tpb_map : tpb_red, ARRAY_SIZE(tpb_map));
+		tmpl_add_param(t, "ept", map ? ept_map : ept_red, ARRAY_SIZE(ept_map));
 		tmpl_add_param(t, "vec", vec, ARRAY_SIZE(vec));
 		tmpl_add_param(t, "split", split, ARRAY_SIZE(split));
 	} else {
@@ -993,6 +1005,16 @@ int row_emit_setup(const struct kb_template *t, struct strbuf *out, bool backwar
 	free(used);
 	free(xin);
 	return 0;
+}
+
+void row_canonical(const struct kb_template *t, int64_t *point)
+{
+	const struct kb_template_space *sp = &t->space;
+	int64_t tpb = tmpl_param(t, point, "threads", 256);
+
+	for (size_t i = 0; i < sp->nr; i++)
+		if (!strcmp(sp->params[i].name, "threads_per_row") && point[i] > tpb)
+			point[i] = tpb; /* a row never spans blocks (row_emit_params) */
 }
 
 void row_emit_params(const struct kb_template *t, const int64_t *point, struct strbuf *out)

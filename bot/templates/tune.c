@@ -36,7 +36,7 @@ static size_t set_slot(const struct kb_search *s, size_t index)
 	return (size_t)(h >> 17) & (s->set_size - 1);
 }
 
-/* Record index as proposed; false when it already was. */
+/* Record index (already canonical) as proposed; false when it already was. */
 static bool seen_add(struct kb_search *s, size_t index)
 {
 	size_t i = set_slot(s, index);
@@ -110,14 +110,26 @@ size_t kb_search_index(const struct kb_search *s, const size_t *digits)
 	return index;
 }
 
+static size_t canonical(const struct kb_search *s, size_t index)
+{
+	return s->canon ? s->canon(s->canon_ctx, index) : index;
+}
+
+/* Propose index's canonical point into batch at *n unless proposed before. */
+static void propose(struct kb_search *s, size_t index, size_t *batch, size_t *n)
+{
+	index = canonical(s, index);
+	if (seen_add(s, index))
+		batch[(*n)++] = index;
+}
+
 static size_t first_batch(struct kb_search *s, size_t *batch)
 {
 	size_t n = 0, want, attempts = 0;
 
 	if (s->exhaustive) {
 		for (size_t i = 0; i < s->total; i++)
-			if (seen_add(s, i))
-				batch[n++] = i;
+			propose(s, i, batch, &n);
 		return n;
 	}
 	/* half the budget samples the space, the rest refines around the best */
@@ -126,19 +138,16 @@ static size_t first_batch(struct kb_search *s, size_t *batch)
 		want = 1;
 	if (want > s->total)
 		want = s->total;
-	if (seen_add(s, 0))
-		batch[n++] = 0; /* the defaults: every parameter's first value */
+	propose(s, 0, batch, &n); /* the defaults: every parameter's first value */
 	while (n < want && attempts++ < 64 * want + 64) {
 		size_t index = 0;
 
 		for (size_t i = 0; i < s->nr; i++)
 			index = index * s->radix[i] + (size_t)(splitmix64(&s->rng) % s->radix[i]);
-		if (seen_add(s, index))
-			batch[n++] = index;
+		propose(s, index, batch, &n);
 	}
 	for (size_t i = 0; n < want && i < s->total; i++)
-		if (seen_add(s, i))
-			batch[n++] = i;
+		propose(s, i, batch, &n);
 	return n;
 }
 
@@ -159,8 +168,7 @@ size_t kb_search_next(struct kb_search *s, size_t best, size_t *batch)
 			if ((step < 0 && d == 0) || (step > 0 && d + 1 >= s->radix[i]))
 				continue;
 			digits[i] = step < 0 ? d - 1 : d + 1;
-			if (seen_add(s, kb_search_index(s, digits)))
-				batch[n++] = kb_search_index(s, digits);
+			propose(s, kb_search_index(s, digits), batch, &n);
 			digits[i] = d;
 		}
 	}
@@ -1090,6 +1098,11 @@ static bool past_deadline(const struct tuner *tn)
 	return tn->o->deadline_ms > 0 && kb_now_ms() >= tn->o->deadline_ms;
 }
 
+static size_t canonical_point(void *t, size_t index)
+{
+	return kb_template_point_canonical(t, index);
+}
+
 static int search(struct tuner *tn)
 {
 	struct kb_tune_result *res = tn->res;
@@ -1106,6 +1119,8 @@ static int search(struct tuner *tn)
 			   (size_t)cfg->tune_exhaustive_limit, (size_t)cfg->tune_refine_rounds,
 			   0x6b65726e656c626full ^ (uint64_t)res->space_size))
 		goto out;
+	tn->search.canon = canonical_point;
+	tn->search.canon_ctx = (void *)tn->t;
 	batch = xcalloc(tn->search.max_points, sizeof(*batch));
 	if (tn->search.exhaustive)
 		kb_progress_note(tn->pg, "space: %zu parameter%s, %zu point%s: trying all", sp->nr,
@@ -1146,6 +1161,46 @@ out:
 	return rc;
 }
 
+int kb_tune_fresh_verdict(struct kb_verifier *vf, struct kb_state *st, const char *key,
+			  const char *source, const char *kernel_path, struct kb_eval_opts *eo,
+			  cJSON **evidence, bool *cached)
+{
+	struct kb_harness_worker *w = vf->worker;
+	char *dir = xstrdup(kernel_path), *slash = strrchr(dir, '/');
+	int rc = -1;
+
+	*cached = false;
+	*evidence = kb_timings_get(st, key);
+	if (*evidence && *kb_evidence_verdict(*evidence)) {
+		*cached = true;
+		rc = 0;
+		goto out;
+	}
+	cJSON_Delete(*evidence);
+	*evidence = NULL;
+	if (slash)
+		*slash = '\0';
+	if ((slash && kb_mkdir_p(dir, 0755)) ||
+	    kb_write_file_atomic(kernel_path, source, strlen(source))) {
+		error_errno("could not write '%s'", kernel_path);
+		goto out;
+	}
+	if (w)
+		kb_harness_worker_stop(w);
+	vf->worker = NULL;
+	eo->kernel_path = kernel_path;
+	rc = kb_verifier_evaluate(vf, eo, evidence);
+	vf->worker = w;
+	if (rc)
+		goto out;
+	if (strcmp(kb_evidence_verdict(*evidence), "error") && !has_check(*evidence, "timeout") &&
+	    kb_timings_put(st, key, *evidence))
+		log_warn("the final verdict of '%s' was not cached", kernel_path);
+out:
+	free(dir);
+	return rc;
+}
+
 /*
  * Verify a point again in a fresh harness process, full seeds (cached per
  * source): pass (timed when timing) as given.
@@ -1160,7 +1215,6 @@ static int final_check(struct tuner *tn, struct kb_tune_point *p, const char *pa
 		.operator_path = tn->o->operator_path, .mode = timing ? "bench" : "verify", .pass = pass,
 		.backend = tn->o->backend, .seeds = tn->final_seeds, .timing = timing,
 	};
-	struct kb_harness_worker *w = tn->vf->worker;
 	int rc = -1;
 
 	*evidence = NULL;
@@ -1170,28 +1224,8 @@ static int final_check(struct tuner *tn, struct kb_tune_point *p, const char *pa
 		goto out;
 	kb_tune_final_key(&key, tn->res->device, tn->res->op_hash, tn->backend, pass, p->sha,
 			  tn->final_seeds, tn->settings);
-	*evidence = kb_timings_get(tn->st, key.buf);
-	if (*evidence && *kb_evidence_verdict(*evidence)) {
-		*cached = true;
-		rc = 0;
-		goto out;
-	}
-	cJSON_Delete(*evidence);
-	*evidence = NULL;
-	if (write_source(tn, p->sha, &src, &path))
-		goto out;
-	/* the persistent worker is for throughput; the verdict comes from a clean process */
-	if (w)
-		kb_harness_worker_stop(w);
-	tn->vf->worker = NULL;
-	eo.kernel_path = path.buf;
-	rc = kb_verifier_evaluate(tn->vf, &eo, evidence);
-	tn->vf->worker = w;
-	if (rc)
-		goto out;
-	if (strcmp(kb_evidence_verdict(*evidence), "error") && !has_check(*evidence, "timeout") &&
-	    kb_timings_put(tn->st, key.buf, *evidence))
-		log_warn("the final verdict of '%s' was not cached", p->name);
+	strbuf_addf(&path, "%s/%.16s/kernel%s", tn->work.buf, p->sha, tn->res->ext);
+	rc = kb_tune_fresh_verdict(tn->vf, tn->st, key.buf, src.buf, path.buf, &eo, evidence, cached);
 out:
 	free(values);
 	strbuf_release(&src);

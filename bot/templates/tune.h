@@ -50,6 +50,10 @@ struct kb_search {
 	size_t nr_seen, alloc_seen;
 	size_t *set;            /* open-addressing set of seen + 1 (0: empty) */
 	size_t set_size;
+	/* optional: a point's canonical number (the one rendering the same
+	 * source, kb_template_point_canonical); only those are proposed */
+	size_t (*canon)(void *ctx, size_t index);
+	void *canon_ctx;
 };
 
 /*
@@ -91,6 +95,21 @@ void kb_tune_point_key(struct strbuf *out, const char *device, const char *op_ha
 void kb_tune_final_key(struct strbuf *out, const char *device, const char *op_hash,
 		       const char *backend, const char *pass, const char *src_hash, int64_t seeds,
 		       const char *settings);
+/*
+ * A kernel's final verdict for eo (mode, pass, seeds, timing set) in a
+ * fresh harness process: the verdict cached in st under key when there is
+ * one (*cached set); else source is written to kernel_path (its folder
+ * made), vf's persistent worker is set aside for the run (it is for
+ * throughput, the verdict comes from a clean process), and the verdict is
+ * cached unless it is an error or a timeout. Used by the tuner and by the
+ * LLM search for their best kernels. 0 with *evidence set, or -1.
+ */
+struct kb_verifier;
+struct kb_state;
+struct kb_eval_opts;
+int kb_tune_fresh_verdict(struct kb_verifier *vf, struct kb_state *st, const char *key,
+			  const char *source, const char *kernel_path, struct kb_eval_opts *eo,
+			  cJSON **evidence, bool *cached);
 /* The describe result: "describe/1|DEVICE|OPHASH|BACKEND|PASS|TORCH|KBVERSION". */
 void kb_tune_describe_key(struct strbuf *out, const char *device, const char *op_hash,
 			  const char *backend, const char *pass, const char *torch_version);

@@ -89,6 +89,9 @@ class FakeDevice:
         assert self.capturing is None, "event recorded inside a capture"
         ev[0] = self.now
 
+    def wait_event(self, ev):
+        """The timed stream's work ran at once: nothing to wait for."""
+
     def elapsed_ms(self, a, b):
         return (b[0] - a[0]) / 1e3
 
@@ -357,8 +360,9 @@ def test_side_stream_guard_with_either_method(kernel_us):
 
 
 class SlowWakeDevice(FakeDevice):
-    """A loaded host: every sync that waits for queued work (anything run
-    since the last sync) returns wake_s late; an idle sync does not."""
+    """A loaded host: every blocking sync that waits for queued work
+    (anything run since the last sync) returns wake_s late; an idle sync
+    does not, nor does polling an event (the host is awake)."""
 
     def __init__(self, wake_s, **kw):
         super().__init__(**kw)
@@ -369,6 +373,9 @@ class SlowWakeDevice(FakeDevice):
         super()._run(op, us)
         self.pending = True
 
+    def wait_event(self, ev):
+        self.pending = False
+
     def sync(self):
         super().sync()
         if self.pending:
@@ -377,13 +384,12 @@ class SlowWakeDevice(FakeDevice):
 
 
 def test_side_stream_guard_sees_a_slow_wake_as_the_host_not_the_kernel():
-    # 0.3 ms late on every waiting sync (as on the H200 under a loaded
-    # host, a 12 us backward kernel): the null spin pays it too
+    # 0.3 ms late on every blocking sync that waits (as on the H200 under a
+    # loaded host, a 12 us backward kernel): polled end events keep it out
     dev = SlowWakeDevice(0.0003)
     res = run(dev, {"kernel": lambda: dev.kernel(12.0)}, method="events", max_reps=40)
     k = res["kernel"]
-    assert k["sync_null_ms"] >= 0.25, k
-    assert k["sync_median_ms"] >= 0.25, k
+    assert k["sync_excess_ms"] < 0.05, k
     assert k["side_stream_suspect"] is False, k
 
 
@@ -398,6 +404,48 @@ class SharedGpuDevice(SlowWakeDevice):
     def sync(self):
         self.wake_s = 0.0 if self.rng.random() < 0.5 else self.rng.uniform(0.0, 0.003)
         super().sync()
+
+
+class ContendedGpuDevice(FakeDevice):
+    """A GPU shared with busy processes: a call's kernels wait for other
+    contexts' time slices, so the timed stream finishes late_s (real time)
+    after the host call whenever it ran a kernel; a spin alone is not held
+    up. As seen on the H200 with 18 runs at once: a call's kernels ended
+    0.1-0.3 ms after a spin of the same length did."""
+
+    def __init__(self, late_s, **kw):
+        super().__init__(**kw)
+        self.late_s = late_s
+        self.kernels = 0
+
+    def kernel(self, us):
+        super().kernel(us)
+        self.kernels += 1
+
+    def wait_event(self, ev):
+        if self.kernels:
+            time.sleep(self.late_s)
+            self.kernels = 0
+
+    def sync(self):
+        super().sync()
+        if self.kernels:  # a sync with no event waited on first
+            time.sleep(self.late_s)
+            self.kernels = 0
+
+
+def test_side_stream_guard_on_a_contended_gpu():
+    # the lateness is before the end event: not work on another stream
+    dev = ContendedGpuDevice(0.0003)
+    three = lambda: [dev.kernel(4.0) for _ in range(3)]  # noqa: E731
+    res = run(dev, {"three": three, "one": lambda: dev.kernel(12.0)}, method="events",
+              max_reps=40)
+    for name in ("three", "one"):
+        assert res[name]["sync_median_ms"] >= 0.25, res[name]
+        assert res[name]["sync_excess_ms"] < 0.05, res[name]
+        assert res[name]["side_stream_suspect"] is False, res[name]
+    # and hidden work is still seen there
+    hidden_vs_honest(ContendedGpuDevice(0.0003), 6.0, 40)
 
 
 def hidden_vs_honest(dev, kernel_us, max_reps):

@@ -226,6 +226,109 @@ static void test_search_deterministic(void **state)
 	kb_search_release(&s3);
 }
 
+/* parameter 0 clamped to parameter 1's digit (as threads_per_row to threads) */
+static size_t clamp_canon(void *ctx, size_t index)
+{
+	const struct kb_search *s = ctx;
+	size_t d[2];
+
+	kb_search_digits(s, index, d);
+	if (d[0] > d[1])
+		d[0] = d[1];
+	return kb_search_index(s, d);
+}
+
+static void test_search_canonical(void **state)
+{
+	size_t radix[] = { 6, 6 }, batch[40], n, best = SIZE_MAX, total = 0, all[40], d[2];
+	struct kb_search s;
+
+	(void)state;
+	/* 36 points, 21 distinct: exhaustive proposes each distinct one once */
+	assert_int_equal(kb_search_init(&s, radix, 2, 40, 40, 0, 5), 0);
+	s.canon = clamp_canon;
+	s.canon_ctx = &s;
+	n = kb_search_next(&s, SIZE_MAX, batch);
+	assert_int_equal(n, 21);
+	assert_true(all_distinct(batch, n));
+	for (size_t i = 0; i < n; i++) {
+		kb_search_digits(&s, batch[i], d);
+		assert_true(d[0] <= d[1]);
+	}
+	kb_search_release(&s);
+
+	/* sampled and refined: every proposal canonical, none twice */
+	assert_int_equal(kb_search_init(&s, radix, 2, 12, 4, 3, 9), 0);
+	s.canon = clamp_canon;
+	s.canon_ctx = &s;
+	while ((n = kb_search_next(&s, best, batch))) {
+		for (size_t i = 0; i < n; i++) {
+			kb_search_digits(&s, batch[i], d);
+			assert_true(d[0] <= d[1]);
+			assert_int_equal(clamp_canon(&s, batch[i]), batch[i]);
+			all[total++] = batch[i];
+		}
+		best = batch[n - 1];
+	}
+	assert_true(total <= 12);
+	assert_true(all_distinct(all, total));
+	kb_search_release(&s);
+}
+
+/* the row-wise template: a point and its canonical one render the same source */
+static void test_template_canonical(void **state)
+{
+	const char *top = getenv("KB_TOP");
+	struct strbuf sb = STRBUF_INIT, a = STRBUF_INIT, b = STRBUF_INIT, why = STRBUF_INIT;
+	struct kb_template *t = NULL;
+	size_t size, moved = 0, distinct = 0;
+	int64_t *pa, *pb;
+	cJSON *an;
+
+	(void)state;
+	top = top && *top ? top : ".";
+	strbuf_addf(&sb, "%s/tests/templates/row_ce_mean.json", top);
+	assert_true(strbuf_read_file(&a, sb.buf, 0) >= 0);
+	an = cJSON_Parse(a.buf);
+	assert_non_null(an);
+	assert_int_equal(kb_template_new(&t, an, KB_BACKEND_CUDA, top, &why), 0);
+	size = kb_template_space_size(t);
+	pa = xcalloc(kb_template_space(t)->nr + 1, sizeof(*pa));
+	pb = xcalloc(kb_template_space(t)->nr + 1, sizeof(*pb));
+	for (size_t k = 0; k < size; k++) {
+		size_t c = kb_template_point_canonical(t, k);
+
+		assert_true(c < size);
+		assert_int_equal(kb_template_point_canonical(t, c), c);
+		distinct += c == k;
+		if (c == k)
+			continue;
+		moved++;
+		if (moved % 16) /* rendering every one is slow under sanitizers */
+			continue;
+		kb_template_point_at(t, k, pa);
+		kb_template_point_at(t, c, pb);
+		strbuf_reset(&a);
+		strbuf_reset(&b);
+		assert_int_equal(kb_template_render(t, pa, &a), 0);
+		assert_int_equal(kb_template_render(t, pb, &b), 0);
+		/* the header comment names the point; the code after it is the same */
+		assert_non_null(strstr(a.buf, "*/"));
+		assert_string_equal(strstr(a.buf, "*/"), strstr(b.buf, "*/"));
+	}
+	/* threads_per_row at most threads: 26 of the 8 x 4 pairs */
+	assert_int_equal(distinct * 32, size * 26);
+	assert_true(moved > 0);
+	free(pa);
+	free(pb);
+	kb_template_free(t);
+	cJSON_Delete(an);
+	strbuf_release(&sb);
+	strbuf_release(&a);
+	strbuf_release(&b);
+	strbuf_release(&why);
+}
+
 /* --- keys, hashes, the timings table --- */
 
 static void test_cache_keys(void **state)
@@ -789,6 +892,8 @@ int main(void)
 		cmocka_unit_test(test_search_sampled_refined),
 		cmocka_unit_test(test_search_max_points_bound),
 		cmocka_unit_test(test_search_deterministic),
+		cmocka_unit_test(test_search_canonical),
+		cmocka_unit_test(test_template_canonical),
 		cmocka_unit_test(test_cache_keys),
 		cmocka_unit_test(test_operator_hash),
 		cmocka_unit_test(test_timings_table),

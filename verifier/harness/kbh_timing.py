@@ -143,7 +143,8 @@ def side_stream_suspect(entry):
 def side_stream_figures(entry):
     """The cross-check's figures behind a "stream" reason, for the reader
     who must tell a hidden stream from a slow launch: per fn the event
-    median, the host time of the call and the call-to-idle time."""
+    median, the host time of the call, the call-to-idle time and the
+    excess (busy after the timed stream's end event, beyond an idle sync)."""
     parts = []
     for name in ("kernel", "eager"):
         st = entry.get(name) or {}
@@ -152,7 +153,7 @@ def side_stream_figures(entry):
             v = st.get(key)
             return "%.4f ms" % v if isinstance(v, (int, float)) else "-"
         parts.append("%s: events %s, host call %s, call to idle device %s "
-                     "(%s beyond a spin of its events' length)"
+                     "(busy %s after its end event)"
                      % (name, ms("median_ms"), ms("host_median_ms"), ms("sync_median_ms"),
                         ms("sync_excess_ms")))
     return "; ".join(parts)

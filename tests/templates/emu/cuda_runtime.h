@@ -343,6 +343,11 @@ template <typename T> static inline T __shfl_down_sync(unsigned int m, T v, int 
 template <typename T> static inline T __shfl_up_sync(unsigned int m, T v, int o, int w = 32) { (void)m; (void)w; return kb_emu::shfl(v, 2, o); }
 template <typename T> static inline T __shfl_sync(unsigned int m, T v, int l, int w = 32) { (void)m; (void)w; return kb_emu::shfl(v, 3, l); }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+template <typename T> static inline T __ldcg(const T *p) { return *p; }
+/* blocks run one after another: a fence has nothing to order, an atomic
+ * nothing to race with */
+static inline void __threadfence(void) { }
+static inline unsigned int atomicAdd(unsigned int *p, unsigned int v) { unsigned int o = *p; *p = o + v; return o; }
 
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 /* the fast intrinsics as the exact functions: glibc declares __expf and
