@@ -547,12 +547,14 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		/*
 		 * The first values are the defaults, the tuner's first point:
 		 * the best measured on the H200 (bench-templates, micro
-		 * benchmarks). A map kind keeps its row in registers, one row
-		 * per block of 128 threads at 2 vectors each (16 when the row
-		 * needs it); a reduction streams its row, two warps per row, 8
-		 * vectors in flight per thread.
+		 * benchmarks). A map kind keeps its row in registers with
+		 * threads_per_row 0, "auto": picked at launch from the row
+		 * length, 5-8 vectors per thread (the fixed values are for
+		 * the tuner to try, and for rows auto does not cover); a
+		 * reduction streams its row, two warps per row, 8 vectors in
+		 * flight per thread.
 		 */
-		static const int64_t tpr_map[] = { 128, 32, 8, 16, 64, 256, 512, 1024 };
+		static const int64_t tpr_map[] = { 0, 128, 32, 8, 16, 64, 256, 512, 1024 };
 		static const int64_t tpb_map[] = { 128, 256, 512, 1024 };
 		static const int64_t ept_map[] = { 2, 4, 1, 8 };
 		static const int64_t tpr_red[] = { 64, 32, 8, 16, 128, 256, 512, 1024 };
@@ -562,7 +564,10 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		static const int64_t split[] = { 1, 0 };
 		const bool map = map_kind(rw->kind);
 
-		tmpl_add_param(t, "threads_per_row", map ? tpr_map : tpr_red, ARRAY_SIZE(tpr_map));
+		if (map)
+			tmpl_add_param(t, "threads_per_row", tpr_map, ARRAY_SIZE(tpr_map));
+		else
+			tmpl_add_param(t, "threads_per_row", tpr_red, ARRAY_SIZE(tpr_red));
 		tmpl_add_param(t, "threads", map ? tpb_map : tpb_red, ARRAY_SIZE(tpb_map));
 		tmpl_add_param(t, "ept", map ? ept_map : ept_red, ARRAY_SIZE(ept_map));
 		tmpl_add_param(t, "vec", vec, ARRAY_SIZE(vec));
@@ -1026,8 +1031,12 @@ void row_emit_params(const struct kb_template *t, const int64_t *point, struct s
 		int64_t tpb = tmpl_param(t, point, "threads", 256);
 		int64_t tpr = tmpl_param(t, point, "threads_per_row", 32);
 
-		if (tpr > tpb)
-			tpr = tpb; /* a row never spans blocks */
+		/* a row never spans blocks; auto (0): the fixed mapping it
+		 * falls back to is a row per block */
+		if (tpr > tpb || tpr == 0)
+			tpr = tpb;
+		strbuf_addf(out, "#define KB_TPR_AUTO %d\n",
+			    tmpl_param(t, point, "threads_per_row", 32) == 0);
 		strbuf_addf(out, "#define KB_TPB %lld\n#define KB_TPR %lld\n#define KB_EPT %lld\n#define KB_VEC_ON %d\n#define KB_SPLIT %d\n",
 			    (long long)tpb, (long long)tpr, (long long)tmpl_param(t, point, "ept", 4),
 			    tmpl_param(t, point, "vec", 4) > 1 ? 1 : 0,
