@@ -46,8 +46,11 @@ $(BUILD)/deps-%.mk: mk/deps.sh
 	   echo "PKG_LIBS := $$(pkg-config --libs $(PKGS))"; } > $@.tmp && mv $@.tmp $@
 
 # Sources: every .c under bot/, verifier/ and bench/ is part of the library
-# except the program's entry point; tests link against the library.
-LIB_SRCS := $(sort $(shell find bot verifier bench -name '*.c' ! -path 'bot/main.c' 2>/dev/null))
+# except the program's entry point and the micro-benchmark tools (programs
+# of their own, built by bench/templates/micro/run.sh); tests link against
+# the library.
+LIB_SRCS := $(sort $(shell find bot verifier bench -name '*.c' ! -path 'bot/main.c' \
+	      ! -path 'bench/templates/micro/*' 2>/dev/null))
 MAIN_SRC := bot/main.c
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 TEST_HELPER_SRCS := $(sort $(wildcard tests/unit/helpers/*.c))

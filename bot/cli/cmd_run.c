@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "cli/cli.h"
+#include "cli/run_output.h"
 #include "cli/run_search.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -63,13 +64,6 @@ static void usage(FILE *fp)
 		"\n"
 		"exit: 0 a verified kernel was written, 1 none (no template for the operator,\n"
 		"      or no point verified), 2 usage or environment error\n");
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static cJSON *kernel_json(const struct kb_tune_result *res, const char *operator_path,
@@ -140,90 +134,22 @@ static cJSON *kernel_json(const struct kb_tune_result *res, const char *operator
 	return j;
 }
 
-/* Input names in ABI order, from the describe result's first config. */
-static void input_names(const cJSON *describe, struct strvec *out)
-{
-	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(describe, "configs");
-	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
-
-	cJSON_ArrayForEach(in, inputs) {
-		const char *name = jstr(in, "name");
-
-		strvec_push(out, name ? name : "");
-	}
-}
-
 static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_result *res,
 			 const char *operator_path, const char *out_dir, const char *backend, const char *pass,
 			 int64_t seeds)
 {
-	struct strbuf name = STRBUF_INIT, kernel_file = STRBUF_INIT, reference = STRBUF_INIT;
-	struct strbuf base = STRBUF_INIT;
-	struct strvec names = STRVEC_INIT, link = STRVEC_INIT;
-	const cJSON *op = cJSON_GetObjectItemCaseSensitive(res->describe, "operator");
-	struct kb_run_output o = { 0 };
-	size_t verified = 0;
+	struct cli_run_output ro;
 	int rc;
 
-	kb_operator_name(operator_path, &name);
-	strbuf_addf(&kernel_file, "kernel%s", res->ext);
-	/* reference/<file name> or reference/<folder name> */
-	strbuf_addstr(&base, operator_path);
-	while (base.len > 1 && base.buf[base.len - 1] == '/')
-		strbuf_setlen(&base, base.len - 1);
-	strbuf_addf(&reference, "reference/%s", strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
-	input_names(res->describe, &names);
-	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
-	for (size_t i = 0; i < res->nr_points; i++)
-		if (res->points[i].state == KB_TP_VERIFIED)
-			verified++;
-
-	o.dir = out_dir;
-	o.source = res->best_source.buf;
-	o.source_len = res->best_source.len;
-	o.kernel_json = kernel_json(res, operator_path, name.buf, kernel_file.buf, backend, pass);
-	o.abi_header = vf->dd.abi_header;
-	o.dlpack_include = vf->dd.dlpack_include;
-	o.report.operator_path = operator_path;
-	o.report.operator_name = name.buf;
-	o.report.out_dir = out_dir;
-	o.report.kernel_file = kernel_file.buf;
-	o.report.backend = backend;
-	o.report.pass = pass;
-	o.report.seeds = seeds;
-	o.report.evidence = res->evidence;
-	o.report.tuning.family = res->family;
-	o.report.tuning.kind = res->kind;
-	o.report.tuning.point = res->points[res->best].name;
-	o.report.tuning.space_size = res->space_size;
-	o.report.tuning.tried = res->nr_points;
-	o.report.tuning.verified = verified;
-	o.report.tuning.built = res->built;
-	o.report.tuning.timed = res->timed;
-	o.report.tuning.cache_hits = res->cache_hits;
-	o.report.tuning.all_cached = res->all_cached;
-	o.report.tuning.final_cached = res->final_cached;
-	o.report.tuning.seconds = res->seconds;
-	o.report.tuning.cut_short = res->cut_short;
-	o.binding.operator_name = name.buf;
-	o.binding.kernel_file = kernel_file.buf;
-	o.binding.backend = backend;
-	o.binding.format = jstr(op, "format") ? jstr(op, "format") : (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
-	o.binding.reference = reference.buf;
-	o.binding.input_names = (const char *const *)names.v;
-	o.binding.nr_inputs = names.nr;
-	o.binding.has_backward = res->has_backward;
-	o.binding.link_flags = (const char *const *)link.v;
-	o.binding.nr_link_flags = link.nr;
-	rc = kb_run_write_dir(&o);
-
-	cJSON_Delete((cJSON *)o.kernel_json);
-	strbuf_release(&name);
-	strbuf_release(&kernel_file);
-	strbuf_release(&reference);
-	strbuf_release(&base);
-	strvec_clear(&names);
-	strvec_clear(&link);
+	cli_run_output_init(&ro, vf, res, operator_path, out_dir, backend, pass, seeds);
+	ro.o.source = res->best_source.buf;
+	ro.o.source_len = res->best_source.len;
+	ro.o.kernel_json = kernel_json(res, operator_path, ro.name.buf, ro.kernel_file.buf, backend, pass);
+	ro.o.report.evidence = res->evidence;
+	cli_run_output_tuning(&ro, res);
+	ro.o.binding.has_backward = res->has_backward;
+	rc = kb_run_write_dir(&ro.o);
+	cli_run_output_release(&ro);
 	return rc;
 }
 

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "cli/run_search.h"
+#include "cli/run_output.h"
 #include "cli/cli.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -33,6 +34,11 @@ static cJSON *dup_or_null(const cJSON *v)
 {
 	return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
 }
+
+/* The placeholders the report's template sentence gets, replaced by the search's own. */
+#define MARK_FAMILY "kbsearchfamily"
+#define MARK_KIND "kbsearchkind"
+#define MARK_POINT "kbsearchpoint"
 
 /* What the templates did, for kernel.json. */
 static cJSON *templates_json(const struct kb_tune_result *t)
@@ -83,27 +89,6 @@ static cJSON *kernel_json(const struct kb_tune_result *t, const struct kb_search
 	return j;
 }
 
-/* Input names in ABI order, from the describe result's first config. */
-static void input_names(const cJSON *describe, struct strvec *out)
-{
-	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(describe, "configs");
-	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
-
-	cJSON_ArrayForEach(in, inputs)
-		strvec_push(out, jstr(in, "name") ? jstr(in, "name") : "");
-}
-
-/* The placeholders the report's template sentence gets, replaced by the search's own. */
-#define MARK_FAMILY "kbsearchfamily"
-#define MARK_KIND "kbsearchkind"
-#define MARK_POINT "kbsearchpoint"
-
-/*
- * report.md as the template path writes it, with the search's facts: the
- * "built-in template" sentence names the proposer instead (unless the
- * template's kernel won) and the search section goes before the
- * environment.
- */
 static int patch_report(const char *dir, const struct kb_search_result *r, bool template_won)
 {
 	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT, sb = STRBUF_INIT, needle = STRBUF_INIT;
@@ -171,83 +156,36 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_resu
 			 const struct kb_search_result *r, const char *operator_path, const char *out_dir,
 			 const char *backend, const char *pass, int64_t seeds)
 {
-	struct strbuf name = STRBUF_INIT, kernel_file = STRBUF_INIT, reference = STRBUF_INIT, base = STRBUF_INIT;
-	struct strvec names = STRVEC_INIT;
-	const cJSON *op = cJSON_GetObjectItemCaseSensitive(t->describe, "operator");
 	const cJSON *verdicts = cJSON_GetObjectItemCaseSensitive(r->summary, "verdicts");
 	const cJSON *nc = cJSON_GetObjectItemCaseSensitive(r->summary, "candidates");
 	const cJSON *nv = cJSON_GetObjectItemCaseSensitive(verdicts, "verified");
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r->summary, "wall_s");
 	bool template_won = r->best_proposer && !strcmp(r->best_proposer, "template") && t->outcome == KB_TUNE_OK;
-	struct kb_run_output o = { 0 };
-	struct strbuf point = STRBUF_INIT;
+	struct cli_run_output ro;
+	struct kb_run_tuning *tu = &ro.o.report.tuning;
 	int rc;
 
-	kb_operator_name(operator_path, &name);
-	strbuf_addf(&kernel_file, "kernel%s", !strcmp(backend, "cuda") ? ".cu" : ".cpp");
-	strbuf_addstr(&base, operator_path);
-	while (base.len > 1 && base.buf[base.len - 1] == '/')
-		strbuf_setlen(&base, base.len - 1);
-	strbuf_addf(&reference, "reference/%s", strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
-	input_names(t->describe, &names);
-
-	o.dir = out_dir;
-	o.source = r->best_source.buf;
-	o.source_len = r->best_source.len;
-	o.kernel_json = kernel_json(t, r, operator_path, name.buf, kernel_file.buf, backend, pass);
-	o.abi_header = vf->dd.abi_header;
-	o.dlpack_include = vf->dd.dlpack_include;
-	o.report.operator_path = operator_path;
-	o.report.operator_name = name.buf;
-	o.report.out_dir = out_dir;
-	o.report.kernel_file = kernel_file.buf;
-	o.report.backend = backend;
-	o.report.pass = pass;
-	o.report.seeds = seeds;
-	o.report.evidence = r->evidence;
+	cli_run_output_init(&ro, vf, t, operator_path, out_dir, backend, pass, seeds);
+	ro.o.source = r->best_source.buf;
+	ro.o.source_len = r->best_source.len;
+	ro.o.kernel_json = kernel_json(t, r, operator_path, ro.name.buf, ro.kernel_file.buf, backend, pass);
+	ro.o.report.evidence = r->evidence;
 	if (template_won) {
-		o.report.tuning.family = t->family;
-		o.report.tuning.kind = t->kind;
-		o.report.tuning.point = t->points[t->best].name;
-		o.report.tuning.space_size = t->space_size;
-		o.report.tuning.tried = t->nr_points;
-		for (size_t i = 0; i < t->nr_points; i++)
-			o.report.tuning.verified += t->points[i].state == KB_TP_VERIFIED;
-		o.report.tuning.built = t->built;
-		o.report.tuning.timed = t->timed;
-		o.report.tuning.cache_hits = t->cache_hits;
-		o.report.tuning.all_cached = t->all_cached;
-		o.report.tuning.final_cached = t->final_cached;
-		o.report.tuning.seconds = t->seconds;
-		o.report.tuning.cut_short = t->cut_short;
+		cli_run_output_tuning(&ro, t);
 	} else {
-		strbuf_addf(&point, "candidate %lld", (long long)r->best_candidate_id);
-		o.report.tuning.family = MARK_FAMILY;
-		o.report.tuning.kind = MARK_KIND;
-		o.report.tuning.point = MARK_POINT;
-		o.report.tuning.tried = cJSON_IsNumber(nc) ? (size_t)nc->valuedouble : 0;
-		o.report.tuning.verified = cJSON_IsNumber(nv) ? (size_t)nv->valuedouble : 0;
-		o.report.tuning.seconds = cJSON_IsNumber(ws) ? ws->valuedouble : 0;
+		/* markers patch_report replaces with the search's own lines */
+		tu->family = MARK_FAMILY;
+		tu->kind = MARK_KIND;
+		tu->point = MARK_POINT;
+		tu->tried = cJSON_IsNumber(nc) ? (size_t)nc->valuedouble : 0;
+		tu->verified = cJSON_IsNumber(nv) ? (size_t)nv->valuedouble : 0;
+		tu->seconds = cJSON_IsNumber(ws) ? ws->valuedouble : 0;
 	}
-	o.binding.operator_name = name.buf;
-	o.binding.kernel_file = kernel_file.buf;
-	o.binding.backend = backend;
-	o.binding.format = jstr(op, "format") ? jstr(op, "format") : (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
-	o.binding.reference = reference.buf;
-	o.binding.input_names = (const char *const *)names.v;
-	o.binding.nr_inputs = names.nr;
-	o.binding.has_backward = !strcmp(pass, "backward");
-	rc = kb_run_write_dir(&o);
+	ro.o.binding.has_backward = !strcmp(pass, "backward");
+	rc = kb_run_write_dir(&ro.o);
 	if (!rc)
 		rc = patch_report(out_dir, r, template_won);
-
-	cJSON_Delete((cJSON *)o.kernel_json);
-	strbuf_release(&name);
-	strbuf_release(&kernel_file);
-	strbuf_release(&reference);
-	strbuf_release(&base);
-	strbuf_release(&point);
-	strvec_clear(&names);
+	cli_run_output_release(&ro);
 	return rc;
 }
 

@@ -1,0 +1,101 @@
+#include "core/common.h"
+#include "cli/run_output.h"
+#include "core/util.h"
+#include "templates/tune.h"
+#include "verifier/harness_client.h"
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Input names in ABI order, from the describe result's first config. */
+static void input_names(const cJSON *describe, struct strvec *out)
+{
+	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(describe, "configs");
+	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
+
+	cJSON_ArrayForEach(in, inputs) {
+		const char *name = jstr(in, "name");
+
+		strvec_push(out, name ? name : "");
+	}
+}
+
+void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf,
+			 const struct kb_tune_result *t, const char *operator_path, const char *out_dir,
+			 const char *backend, const char *pass, int64_t seeds)
+{
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(t->describe, "operator");
+	struct strbuf base = STRBUF_INIT;
+	struct kb_run_output *o = &ro->o;
+
+	memset(ro, 0, sizeof(*ro));
+	strbuf_init(&ro->name, 0);
+	strbuf_init(&ro->kernel_file, 0);
+	strbuf_init(&ro->reference, 0);
+	strvec_init(&ro->inputs);
+	kb_operator_name(operator_path, &ro->name);
+	strbuf_addf(&ro->kernel_file, "kernel%s", !strcmp(backend, "cuda") ? ".cu" : ".cpp");
+	/* reference/<file name> or reference/<folder name> */
+	strbuf_addstr(&base, operator_path);
+	while (base.len > 1 && base.buf[base.len - 1] == '/')
+		strbuf_setlen(&base, base.len - 1);
+	strbuf_addf(&ro->reference, "reference/%s",
+		    strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
+	strbuf_release(&base);
+	input_names(t->describe, &ro->inputs);
+
+	o->dir = out_dir;
+	o->abi_header = vf->dd.abi_header;
+	o->dlpack_include = vf->dd.dlpack_include;
+	o->report.operator_path = operator_path;
+	o->report.operator_name = ro->name.buf;
+	o->report.out_dir = out_dir;
+	o->report.kernel_file = ro->kernel_file.buf;
+	o->report.backend = backend;
+	o->report.pass = pass;
+	o->report.seeds = seeds;
+	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
+	o->binding.operator_name = ro->name.buf;
+	o->binding.kernel_file = ro->kernel_file.buf;
+	o->binding.backend = backend;
+	o->binding.format = jstr(op, "format") ? jstr(op, "format") :
+			    (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
+	o->binding.reference = ro->reference.buf;
+	o->binding.input_names = (const char *const *)ro->inputs.v;
+	o->binding.nr_inputs = ro->inputs.nr;
+}
+
+void cli_run_output_tuning(struct cli_run_output *ro, const struct kb_tune_result *t)
+{
+	struct kb_run_tuning *tu = &ro->o.report.tuning;
+
+	tu->family = t->family;
+	tu->kind = t->kind;
+	tu->point = t->points[t->best].name;
+	tu->space_size = t->space_size;
+	tu->tried = t->nr_points;
+	tu->verified = 0;
+	for (size_t i = 0; i < t->nr_points; i++)
+		tu->verified += t->points[i].state == KB_TP_VERIFIED;
+	tu->built = t->built;
+	tu->timed = t->timed;
+	tu->cache_hits = t->cache_hits;
+	tu->all_cached = t->all_cached;
+	tu->final_cached = t->final_cached;
+	tu->seconds = t->seconds;
+	tu->cut_short = t->cut_short;
+}
+
+void cli_run_output_release(struct cli_run_output *ro)
+{
+	cJSON_Delete((cJSON *)ro->o.kernel_json);
+	ro->o.kernel_json = NULL;
+	strbuf_release(&ro->name);
+	strbuf_release(&ro->kernel_file);
+	strbuf_release(&ro->reference);
+	strvec_clear(&ro->inputs);
+}
