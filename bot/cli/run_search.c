@@ -35,11 +35,6 @@ static cJSON *dup_or_null(const cJSON *v)
 	return v ? cJSON_Duplicate(v, true) : cJSON_CreateNull();
 }
 
-/* The placeholders the report's template sentence gets, replaced by the search's own. */
-#define MARK_FAMILY "kbsearchfamily"
-#define MARK_KIND "kbsearchkind"
-#define MARK_POINT "kbsearchpoint"
-
 /* What the templates did, for kernel.json. */
 static cJSON *templates_json(const struct kb_tune_result *t)
 {
@@ -89,69 +84,6 @@ static cJSON *kernel_json(const struct kb_tune_result *t, const struct kb_search
 	return j;
 }
 
-static int patch_report(const char *dir, const struct kb_search_result *r, bool template_won)
-{
-	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT, sb = STRBUF_INIT, needle = STRBUF_INIT;
-	const char *tuning, *env;
-	int rc = -1;
-
-	strbuf_addf(&path, "%s/report.md", dir);
-	if (strbuf_read_file(&text, path.buf, 4u << 20) < 0) {
-		error("could not read '%s'", path.buf);
-		goto out;
-	}
-	if (!template_won) {
-		strbuf_addstr(&needle, "Built-in " MARK_FAMILY " template (" MARK_KIND "), point ");
-		kb_md_code(&needle, MARK_POINT, false);
-		strbuf_addstr(&sb, "Found by the LLM search: candidate ");
-		strbuf_addf(&sb, "%lld (", (long long)r->best_candidate_id);
-		kb_md_escape(&sb, r->best_proposer ? r->best_proposer : "?");
-		if (r->best_model) {
-			strbuf_addstr(&sb, " by ");
-			kb_md_code(&sb, r->best_model, false);
-		}
-		strbuf_addstr(&sb, ")");
-		strbuf_replace_all(&text, needle.buf, sb.buf);
-		/* the template's tuning table says nothing about this kernel */
-		tuning = strstr(text.buf, "\n## Tuning\n");
-		env = tuning ? strstr(tuning, "\n## Environment\n") : NULL;
-		if (tuning && env) {
-			size_t a = (size_t)(tuning - text.buf), b = (size_t)(env - text.buf);
-
-			strbuf_reset(&sb);
-			strbuf_add(&sb, text.buf, a);
-			strbuf_addstr(&sb, text.buf + b);
-			strbuf_reset(&text);
-			strbuf_addstr(&text, sb.buf);
-		}
-	}
-	strbuf_reset(&sb);
-	kb_search_report_markdown(&sb, r->summary);
-	env = strstr(text.buf, "\n## Environment\n");
-	if (env) {
-		size_t a = (size_t)(env - text.buf);
-		struct strbuf out = STRBUF_INIT;
-
-		strbuf_add(&out, text.buf, a);
-		strbuf_addstr(&out, sb.buf);
-		strbuf_addstr(&out, text.buf + a);
-		strbuf_reset(&text);
-		strbuf_addstr(&text, out.buf);
-		strbuf_release(&out);
-	} else {
-		strbuf_addstr(&text, sb.buf);
-	}
-	rc = kb_write_file_atomic(path.buf, text.buf, text.len);
-	if (rc)
-		error_errno("could not write '%s'", path.buf);
-out:
-	strbuf_release(&path);
-	strbuf_release(&text);
-	strbuf_release(&sb);
-	strbuf_release(&needle);
-	return rc;
-}
-
 static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_result *t,
 			 const struct kb_search_result *r, const char *operator_path, const char *out_dir,
 			 const char *backend, const char *pass, int64_t seeds)
@@ -163,6 +95,7 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_resu
 	bool template_won = r->best_proposer && !strcmp(r->best_proposer, "template") && t->outcome == KB_TUNE_OK;
 	struct cli_run_output ro;
 	struct kb_run_tuning *tu = &ro.o.report.tuning;
+	struct strbuf found_by = STRBUF_INIT, search_md = STRBUF_INIT;
 	int rc;
 
 	cli_run_output_init(&ro, vf, t, operator_path, out_dir, backend, pass, seeds);
@@ -173,19 +106,25 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_resu
 	if (template_won) {
 		cli_run_output_tuning(&ro, t);
 	} else {
-		/* markers patch_report replaces with the search's own lines */
-		tu->family = MARK_FAMILY;
-		tu->kind = MARK_KIND;
-		tu->point = MARK_POINT;
+		strbuf_addf(&found_by, "Found by the LLM search: candidate %lld (", (long long)r->best_candidate_id);
+		kb_md_escape(&found_by, r->best_proposer ? r->best_proposer : "?");
+		if (r->best_model) {
+			strbuf_addstr(&found_by, " by ");
+			kb_md_code(&found_by, r->best_model, false);
+		}
+		strbuf_addstr(&found_by, ")");
+		ro.o.report.found_by_md = found_by.buf;
 		tu->tried = cJSON_IsNumber(nc) ? (size_t)nc->valuedouble : 0;
 		tu->verified = cJSON_IsNumber(nv) ? (size_t)nv->valuedouble : 0;
 		tu->seconds = cJSON_IsNumber(ws) ? ws->valuedouble : 0;
 	}
+	kb_search_report_markdown(&search_md, r->summary);
+	ro.o.report.extra_md = search_md.buf;
 	ro.o.binding.has_backward = !strcmp(pass, "backward");
 	rc = kb_run_write_dir(&ro.o);
-	if (!rc)
-		rc = patch_report(out_dir, r, template_won);
 	cli_run_output_release(&ro);
+	strbuf_release(&found_by);
+	strbuf_release(&search_md);
 	return rc;
 }
 

@@ -125,12 +125,17 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 	} else {
 		strbuf_addstr(sb, ": not timed");
 	}
-	strbuf_addstr(sb, ". Built-in ");
-	kb_md_escape(sb, r->tuning.family);
-	strbuf_addstr(sb, " template (");
-	kb_md_escape(sb, r->tuning.kind);
-	strbuf_addstr(sb, "), point ");
-	kb_md_code(sb, r->tuning.point, false);
+	if (r->found_by_md) {
+		strbuf_addstr(sb, ". ");
+		strbuf_addstr(sb, r->found_by_md);
+	} else {
+		strbuf_addstr(sb, ". Built-in ");
+		kb_md_escape(sb, r->tuning.family);
+		strbuf_addstr(sb, " template (");
+		kb_md_escape(sb, r->tuning.kind);
+		strbuf_addstr(sb, "), point ");
+		kb_md_code(sb, r->tuning.point, false);
+	}
 	if (!isnan(configs) && !isnan(seeds))
 		strbuf_addf(sb, "; %d config%s x %d seed%s passed every check in a fresh process",
 			    (int)configs, (int)configs == 1 ? "" : "s", (int)seeds, (int)seeds == 1 ? "" : "s");
@@ -352,7 +357,10 @@ void kb_run_report_markdown(struct strbuf *out, const struct kb_run_report *r)
 	strbuf_addstr(out, "\n\n");
 	summary_line(out, r);
 	speedup_table(out, r->evidence);
-	tuning_table(out, r);
+	if (!r->found_by_md)
+		tuning_table(out, r); /* the templates' table says nothing about a search's kernel */
+	if (r->extra_md)
+		strbuf_addstr(out, r->extra_md);
 	environment(out, r);
 	reproduce(out, r);
 }

@@ -46,6 +46,11 @@ struct kb_run_report {
 	int64_t seeds;                  /* of the final check */
 	const cJSON *evidence;          /* the final check's */
 	struct kb_run_tuning tuning;
+	/* a kernel the LLM search found (NULL: the templates'): the sentence
+	 * naming where it came from, in place of the template and point (the
+	 * Tuning section is then left out) */
+	const char *found_by_md;
+	const char *extra_md;           /* sections before Environment (the search's), or NULL */
 };
 
 /* report.md's text, appended to out. */
