@@ -17,7 +17,7 @@ CC ?= cc
 BUILD ?= build
 VERSION := 0.1.0
 
-PKGS := libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd
+PKGS := libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd libseccomp
 # Every make goal that compiles needs the packages; these do not.
 NODEPS_GOALS := clean help
 

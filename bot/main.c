@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "verifier/sandbox.h"
 
 #include <locale.h>
 
@@ -10,6 +11,9 @@ int main(int argc, char **argv)
 	const char *name;
 	int rc = KB_EXIT_USAGE;
 
+	/* before any secret is read: no process of our user may read our memory */
+	if (kb_sandbox_protect_self())
+		return KB_EXIT_USAGE;
 	setlocale(LC_NUMERIC, "C"); /* numbers in JSON and INI always use '.' */
 	if (argc < 2) {
 		cmd_help(1, argv);

@@ -12,7 +12,7 @@ set -eu
 profile=${1:-build}
 
 build_pkgs="gcc g++ make pkg-config git libgit2-dev libcurl4-openssl-dev libcjson-dev
-libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev"
+libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev libseccomp-dev bubblewrap"
 run_pkgs="python3 python3-torch python3-numpy"
 test_pkgs="libcmocka-dev python3-pytest lighttpd sqlite3 openssl"
 
@@ -25,7 +25,7 @@ esac
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
 	# Not a Debian-like system: trust pkg-config and say what we looked for.
-	for pc in libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd; do
+	for pc in libgit2 libcurl libcjson inih openssl sqlite3 libmicrohttpd libseccomp; do
 		pkg-config --exists "$pc" 2>/dev/null || {
 			echo "mk/deps.sh: pkg-config cannot find '$pc'; install its development package" >&2
 			exit 2

@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "verifier/evidence.h"
 #include "verifier/build.h"
+#include "core/redact.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 
@@ -27,6 +28,8 @@ void kb_evidence_add_reason(cJSON *ev, const char *check, int config, int seed, 
 {
 	cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons");
 	cJSON *r = cJSON_CreateObject();
+	/* messages quote compilers, exceptions and source lines: untrusted */
+	char *text = kb_redact_str(message, KB_REDACT_MESSAGE_MAX);
 
 	if (!cJSON_IsArray(reasons)) {
 		cJSON_DeleteItemFromObjectCaseSensitive(ev, "reasons");
@@ -41,8 +44,9 @@ void kb_evidence_add_reason(cJSON *ev, const char *check, int config, int seed, 
 		cJSON_AddNumberToObject(r, "seed", seed);
 	else
 		cJSON_AddNullToObject(r, "seed");
-	cJSON_AddStringToObject(r, "message", message);
+	cJSON_AddStringToObject(r, "message", text);
 	cJSON_AddItemToArray(reasons, r);
+	free(text);
 }
 
 const char *kb_evidence_verdict(const cJSON *ev)
@@ -100,6 +104,8 @@ void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *m)
 	iso_time(m->finished_at, t);
 	cJSON_AddStringToObject(kb, "finished_at", t);
 	cJSON_AddNumberToObject(kb, "seconds", m->seconds);
+	/* the compiler's messages and the static findings quote untrusted source */
+	kb_redact_json(kb, KB_REDACT_FIELD_MAX);
 	set_item(ev, "kernelbot", kb);
 
 	env = cJSON_GetObjectItemCaseSensitive(ev, "environment");
@@ -108,6 +114,18 @@ void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *m)
 		env = cJSON_AddObjectToObject(ev, "environment");
 	}
 	set_item(env, "kernelbot", cJSON_CreateString(KB_VERSION));
+}
+
+void kb_evidence_scrub(cJSON *ev)
+{
+	cJSON *kb = cJSON_GetObjectItemCaseSensitive(ev, "kernelbot");
+	cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+
+	cJSON_DeleteItemFromObjectCaseSensitive(ev, "log_tail");
+	cJSON_DeleteItemFromObjectCaseSensitive(ev, "operator_log");
+	if (cJSON_IsObject(build))
+		cJSON_DeleteItemFromObjectCaseSensitive(build, "errors");
+	kb_redact_json(ev, KB_REDACT_FIELD_MAX);
 }
 
 int kb_evidence_write(const cJSON *ev, const char *path)
@@ -172,6 +190,10 @@ void kb_evidence_print_reasons(const cJSON *ev, FILE *fp)
 		fprintf(fp, "%s\n", line.buf);
 		strbuf_release(&line);
 	}
+	/* what the process printed is no longer in the reasons: say where it went */
+	if (strcmp(verdict, "verified") && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ev, "operator_log")))
+		fprintf(fp, "log: the harness's output is in %s\n",
+			cJSON_GetObjectItemCaseSensitive(ev, "operator_log")->valuestring);
 }
 
 void kb_evidence_print_summary(const cJSON *ev, FILE *fp)

@@ -14,6 +14,13 @@
  * itself (static findings, a failed build, a crash or timeout of the
  * harness) use the same shape, with reasons whose check is "static",
  * "build", "crash", "timeout" or "harness".
+ *
+ * Every string in it is redacted (core/redact.h) as it comes in: reasons'
+ * messages, the build's error text, the harness's result. Two fields are
+ * for this machine only and kb_evidence_scrub removes them before the
+ * evidence is stored or published: "operator_log" (where the harness's
+ * output was kept, harness_log.h) and kernelbot.build.errors (compiler
+ * messages, which a repair prompt quotes while the search runs).
  */
 #include "core/common.h"
 #include "verifier/static_check.h"
@@ -24,7 +31,7 @@ struct kb_build_result;
 
 /* {"protocol": 1, "type": "result", "verdict": verdict, "reasons": []} */
 cJSON *kb_evidence_new(const char *verdict);
-/* Append {"check", "config", "seed", "message"} (config/seed < 0: null). */
+/* Append {"check", "config", "seed", "message"} (config/seed < 0: null); message redacted, cut to KB_REDACT_MESSAGE_MAX. */
 void kb_evidence_add_reason(cJSON *ev, const char *check, int config, int seed, const char *message);
 /* The verdict string ("" when missing). */
 const char *kb_evidence_verdict(const cJSON *ev);
@@ -39,13 +46,26 @@ struct kb_evidence_meta {
 	double seconds;
 };
 
-/* Add the "kernelbot" object and environment.kernelbot to ev. */
+/* Add the "kernelbot" object (its strings redacted) and environment.kernelbot to ev. */
 void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *meta);
+
+/*
+ * Make ev fit to leave this machine or be kept: remove "operator_log",
+ * kernelbot.build.errors and "log_tail" (evidence of older versions), and
+ * redact every string again (rows and files written before redaction
+ * existed). For the run's evidence.json (committed with the kernel), the
+ * state database and anything published. Idempotent; NULL is a no-op.
+ */
+void kb_evidence_scrub(cJSON *ev);
 
 /* Pretty-printed, written atomically. 0 or -1. */
 int kb_evidence_write(const cJSON *ev, const char *path);
 
-/* One line per reason: "rejected: <check>: <message> (config N, seed S)". */
+/*
+ * One line per reason: "rejected: <check>: <message> (config N, seed S)",
+ * then, unless verified, "log: the harness's output is in <operator_log>"
+ * when the evidence has one.
+ */
 void kb_evidence_print_reasons(const cJSON *ev, FILE *fp);
 /* verdict, configs x seeds, max errors, geomean speedups when timed. */
 void kb_evidence_print_summary(const cJSON *ev, FILE *fp);

@@ -1,8 +1,10 @@
 #include "core/common.h"
 #include "verifier/harness_client.h"
 #include "verifier/evidence.h"
+#include "verifier/harness_log.h"
 #include "verifier/harness_worker.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/strbuf.h"
 #include "core/subprocess.h"
 #include "core/util.h"
@@ -14,14 +16,13 @@
 #include <signal.h>
 
 #define LOG_CAP_DEFAULT (1u << 20)
-#define LOG_TAIL_OUT 2048
-#define LOG_TAIL_ERR 4096
-#define CRASH_STDERR_CHARS 600
 
 void kb_harness_init(struct kb_harness *h)
 {
 	memset(h, 0, sizeof(*h));
 	strvec_init(&h->argv_override);
+	kb_sandbox_init(&h->sandbox);
+	strvec_init(&h->view_ro);
 }
 
 void kb_harness_release(struct kb_harness *h)
@@ -29,7 +30,114 @@ void kb_harness_release(struct kb_harness *h)
 	FREE_AND_NULL(h->python);
 	FREE_AND_NULL(h->script);
 	FREE_AND_NULL(h->tmp_root);
+	FREE_AND_NULL(h->log_dir);
 	strvec_clear(&h->argv_override);
+	kb_sandbox_release(&h->sandbox);
+	strvec_clear(&h->view_ro);
+}
+
+/* path's folder (a file) or path itself (a folder), absolute. */
+static void push_view_dir(struct strvec *paths, const char *path)
+{
+	char *real = path && *path ? realpath(path, NULL) : NULL;
+
+	if (!real)
+		return;
+	if (!kb_is_dir(real)) {
+		char *slash = strrchr(real, '/');
+
+		if (slash && slash != real)
+			*slash = '\0';
+	}
+	strvec_push(paths, real);
+	free(real);
+}
+
+/* The harness's own files and the caches it reads: see kb_harness_setup. */
+static void harness_view(struct kb_harness *h, const struct kb_config *cfg, const char *script)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strvec_clear(&h->view_ro);
+	push_view_dir(&h->view_ro, script);
+	if (h->view_ro.nr) {
+		/* verifier/harness/../../bench/harness (kbh_timing.py), include/ beside */
+		strbuf_addf(&sb, "%s/../../bench/harness", h->view_ro.v[0]);
+		push_view_dir(&h->view_ro, sb.buf);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "%s/../include", h->view_ro.v[0]);
+		push_view_dir(&h->view_ro, sb.buf);
+	}
+	if (cfg->state_dir && *cfg->state_dir) {
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "%s/build-cache", cfg->state_dir);
+		if (!kb_mkdir_p(sb.buf, 0700))
+			push_view_dir(&h->view_ro, sb.buf);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "%s/peaks.json", cfg->state_dir);
+		if (kb_is_file(sb.buf)) {
+			char *real = realpath(sb.buf, NULL);
+
+			if (real)
+				strvec_push(&h->view_ro, real);
+			free(real);
+		}
+	}
+	strbuf_release(&sb);
+}
+
+void kb_harness_request_paths(const cJSON *request, struct strvec *paths)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(request, "kernel");
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(request, "operator");
+	const cJSON *abi = cJSON_GetObjectItemCaseSensitive(k, "abi");
+	const cJSON *lib = cJSON_GetObjectItemCaseSensitive(k, "library");
+	const cJSON *src = cJSON_GetObjectItemCaseSensitive(k, "source");
+
+	if (cJSON_IsString(op))
+		push_view_dir(paths, op->valuestring);
+	if (cJSON_IsString(lib))
+		push_view_dir(paths, lib->valuestring);
+	/* a native kernel's source only names it; an extension is built from it */
+	if (cJSON_IsString(src) && cJSON_IsString(abi) && !strcmp(abi->valuestring, "torch-ext"))
+		push_view_dir(paths, src->valuestring);
+}
+
+int kb_harness_sandbox(const struct kb_harness *h, const struct strvec *paths,
+		       const char *scratch, const char *backend, struct child_process *cp)
+{
+	struct kb_sandbox_view view = KB_SANDBOX_VIEW_INIT;
+	int rc;
+
+	if (!h->sandbox.enabled)
+		return 0;
+	for (size_t i = 0; i < h->view_ro.nr; i++)
+		strvec_push(&view.ro, h->view_ro.v[i]);
+	for (size_t i = 0; paths && i < paths->nr; i++)
+		strvec_push(&view.ro, paths->v[i]);
+	/* a test's stand-in harness: its script must be visible */
+	for (size_t i = 0; i < h->argv_override.nr; i++)
+		if (h->argv_override.v[i][0] == '/')
+			push_view_dir(&view.ro, h->argv_override.v[i]);
+	view.scratch = scratch;
+	view.gpu = !strcmp(backend, "cuda");
+	rc = kb_sandbox_wrap(&h->sandbox, &view, cp);
+	kb_sandbox_view_release(&view);
+	return rc;
+}
+
+/* <state_dir>/logs/harness, absolute when the state dir exists; NULL without a state dir. */
+static char *log_dir_of(const struct kb_config *cfg)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char *abs;
+
+	if (!cfg->state_dir || !*cfg->state_dir)
+		return NULL;
+	abs = realpath(cfg->state_dir, NULL);
+	strbuf_addf(&sb, "%s/logs/harness", abs ? abs : cfg->state_dir);
+	free(abs);
+	return strbuf_detach(&sb, NULL);
 }
 
 int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
@@ -42,6 +150,7 @@ int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
 	free(h->python);
 	free(h->script);
 	free(h->tmp_root);
+	free(h->log_dir);
 	h->python = xstrdup(python);
 	h->script = xstrdup(script);
 	h->tmp_root = NULL;
@@ -57,8 +166,11 @@ int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
 	}
 	if (!h->tmp_root)
 		h->tmp_root = xstrdup(tmp && *tmp ? tmp : "/tmp");
+	/* after <state_dir>/tmp: the state dir exists now, the path is absolute */
+	h->log_dir = log_dir_of(cfg);
 	strbuf_release(&sb);
-	return 0;
+	harness_view(h, cfg, script);
+	return kb_sandbox_setup(&h->sandbox, cfg);
 }
 
 int kb_harness_nonce(char hex[33])
@@ -100,59 +212,7 @@ static const char *signal_name(int sig)
 	}
 }
 
-/* The last few non-empty lines of text, joined with " | ", at most max chars. */
-static void last_lines(const char *text, size_t len, int nlines, size_t max, struct strbuf *out)
-{
-	size_t end = len, start;
-	const char *lines[16];
-	size_t lens[16];
-	int n = 0;
-
-	if (nlines > 16)
-		nlines = 16;
-	while (end > 0 && n < nlines) {
-		while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r' || text[end - 1] == ' '))
-			end--;
-		if (!end)
-			break;
-		start = end;
-		while (start > 0 && text[start - 1] != '\n')
-			start--;
-		lines[n] = text + start;
-		lens[n] = end - start;
-		n++;
-		end = start;
-	}
-	{
-		struct strbuf sb = STRBUF_INIT;
-
-		for (int i = n - 1; i >= 0; i--) {
-			if (sb.len)
-				strbuf_addstr(&sb, " | ");
-			strbuf_add(&sb, lines[i], lens[i]);
-		}
-		if (sb.len > max) {
-			strbuf_addstr(out, "...");
-			strbuf_add(out, sb.buf + sb.len - max, max);
-		} else {
-			strbuf_add(out, sb.buf, sb.len);
-		}
-		strbuf_release(&sb);
-	}
-}
-
-static void tail_of(const struct strbuf *sb, size_t max, struct strbuf *out)
-{
-	if (sb->len > max) {
-		strbuf_addstr(out, "...\n");
-		strbuf_add(out, sb->buf + sb->len - max, max);
-	} else {
-		strbuf_add(out, sb->buf, sb->len);
-	}
-}
-
-void kb_harness_exit_message(int exit_code, const char *stage, const struct strbuf *out,
-			     const struct strbuf *err, struct strbuf *msg)
+void kb_harness_exit_message(int exit_code, const char *stage, struct strbuf *msg)
 {
 	if (exit_code > 128)
 		strbuf_addf(msg, "harness died by signal %d (%s)", exit_code - 128,
@@ -161,18 +221,18 @@ void kb_harness_exit_message(int exit_code, const char *stage, const struct strb
 		strbuf_addf(msg, "harness exited with code %d", exit_code);
 	if (stage)
 		strbuf_addf(msg, " during %s", stage);
-	if (err->len || out->len) {
-		const struct strbuf *src = err->len ? err : out;
-
-		strbuf_addstr(msg, ": ");
-		last_lines(src->buf, src->len, 5, CRASH_STDERR_CHARS, msg);
-	}
 }
 
-cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed,
-			 const struct strbuf *out, const struct strbuf *err)
+void kb_harness_host_pid(cJSON *evidence, pid_t pid)
 {
-	struct strbuf tail = STRBUF_INIT;
+	cJSON *env = cJSON_GetObjectItemCaseSensitive(evidence, "environment");
+
+	if (cJSON_IsObject(env) && cJSON_HasObjectItem(env, "worker_pid") && pid > 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(env, "worker_pid", cJSON_CreateNumber(pid));
+}
+
+cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed)
+{
 	cJSON *ev;
 
 	if (result) {
@@ -192,23 +252,12 @@ cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, 
 	}
 	if (!cJSON_GetObjectItemCaseSensitive(ev, "verdict"))
 		cJSON_AddStringToObject(ev, "verdict", "rejected");
-
-	/* the captured logs are the evidence's log_tail */
-	if (out->len) {
-		strbuf_addstr(&tail, "--- stdout ---\n");
-		tail_of(out, LOG_TAIL_OUT, &tail);
-		if (tail.len && tail.buf[tail.len - 1] != '\n')
-			strbuf_addch(&tail, '\n');
-	}
-	if (err->len) {
-		strbuf_addstr(&tail, "--- stderr ---\n");
-		tail_of(err, LOG_TAIL_ERR, &tail);
-	}
-	if (cJSON_GetObjectItemCaseSensitive(ev, "log_tail"))
-		cJSON_ReplaceItemInObjectCaseSensitive(ev, "log_tail", cJSON_CreateString(tail.buf));
-	else
-		cJSON_AddStringToObject(ev, "log_tail", tail.buf);
-	strbuf_release(&tail);
+	/* only the bot sets a log pointer, and no raw output is evidence */
+	cJSON_DeleteItemFromObjectCaseSensitive(ev, "log_tail");
+	cJSON_DeleteItemFromObjectCaseSensitive(ev, "operator_log");
+	/* exception text from operator or kernel code reaches messages, notes, reasons */
+	kb_redact_json(cJSON_GetObjectItemCaseSensitive(ev, "reasons"), KB_REDACT_MESSAGE_MAX);
+	kb_redact_json(ev, KB_REDACT_FIELD_MAX);
 	return ev;
 }
 
@@ -296,6 +345,7 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	struct child_process cp = CHILD_PROCESS_INIT;
 	struct strbuf dir = STRBUF_INIT, req_path = STRBUF_INIT, in = STRBUF_INIT;
 	struct strbuf msg = STRBUF_INIT;
+	struct strvec paths = STRVEC_INIT;
 	struct channel ch = { 0 };
 	cJSON *ev = NULL;
 	char nonce[33];
@@ -334,7 +384,10 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	cp.result_fd_child = 3;
 	if (!strcmp(kb_harness_request_backend(request), "cpu"))
 		cp.rlimit_as_bytes = h->rlimit_as_bytes;
-	rc = run_command(&cp);
+	kb_harness_request_paths(request, &paths);
+	rc = kb_harness_sandbox(h, &paths, dir.buf, kb_harness_request_backend(request), &cp);
+	if (!rc)
+		rc = run_command(&cp);
 	if (rc)
 		goto out;
 
@@ -361,10 +414,12 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 			strbuf_addf(&msg, " (last stage: %s)", ch.stage);
 	} else if (cp.exit_code) {
 		why_check = "crash";
-		kb_harness_exit_message(cp.exit_code, ch.stage, &cp.out, &cp.err, &msg);
+		kb_harness_exit_message(cp.exit_code, ch.stage, &msg);
 	}
-	ev = kb_harness_settle(ch.result, why_check, msg.buf, ch.config, ch.seed, &cp.out, &cp.err);
+	ev = kb_harness_settle(ch.result, why_check, msg.buf, ch.config, ch.seed);
+	kb_harness_host_pid(ev, cp.started_pid);
 	ch.result = NULL;
+	kb_harness_log_keep(h->log_dir, request, ev, &cp, NULL);
 	*evidence = ev;
 	ev = NULL;
 	rc = 0;
@@ -375,6 +430,7 @@ out:
 	free(ch.stage);
 	cJSON_Delete(ev);
 	child_process_release(&cp);
+	strvec_clear(&paths);
 	strbuf_release(&dir);
 	strbuf_release(&req_path);
 	strbuf_release(&in);
@@ -479,7 +535,11 @@ int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg)
 		return -1;
 	if (kb_build_env_init(&vf->build, cfg, &vf->dd, vf->probe))
 		return -1;
-	return kb_harness_setup(&vf->harness, cfg, vf->probe->python, vf->dd.harness);
+	if (kb_harness_setup(&vf->harness, cfg, vf->probe->python, vf->dd.harness))
+		return -1;
+	/* compilers see untrusted source: the same sandbox as the harness */
+	vf->build.sandbox = &vf->harness.sandbox;
+	return 0;
 }
 
 void kb_verifier_release(struct kb_verifier *vf)
@@ -702,6 +762,19 @@ static int build_all(struct kb_verifier *vf, struct cand *cs, size_t n)
 		if (rc || c->build.ok)
 			continue;
 		c->ev = kb_evidence_new("rejected");
+		if (c->build.compiled && c->build.findings.nr) {
+			/* it built, but the expanded source or its imports are refused */
+			for (size_t f = 0; f < c->build.findings.nr; f++) {
+				const struct kb_finding *fd = &c->build.findings.v[f];
+
+				strbuf_reset(&sb);
+				if (fd->line > 0)
+					strbuf_addf(&sb, "line %d: %s: ", fd->line, fd->rule);
+				strbuf_addstr(&sb, fd->message);
+				kb_evidence_add_reason(c->ev, "static", -1, -1, sb.buf);
+			}
+			continue;
+		}
 		strbuf_reset(&sb);
 		strbuf_addstr(&sb, "compile failed: ");
 		first_error_line(c->build.errors ? c->build.errors : "", &sb);
@@ -822,7 +895,10 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 	if (rc)
 		goto out;
 
-	/* python and torch start while the compiler works */
+	/* python and torch start while the compiler works, with the
+	 * operator already in the sandbox's view */
+	if (vf->worker)
+		kb_harness_worker_see(vf->worker, o->operator_path);
 	if (vf->worker)
 		for (size_t i = 0; i < n; i++)
 			if (!cs[i].ev) {

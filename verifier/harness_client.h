@@ -15,16 +15,21 @@
  * The verdict is the last "result" record carrying the nonce; records
  * with another nonce or that are not JSON are ignored. Without one the
  * evaluation is rejected: "timeout" when the limit killed it, "crash" when
- * it died by a signal or exited non-zero (the message has the signal and
- * the last stderr lines, the reason the config and seed of the last
+ * it died by a signal or exited non-zero (the message has the signal or
+ * exit code and the stage, the reason the config and seed of the last
  * progress record), "harness: no verdict" when it exited 0 silently. A
  * verdict followed by a crash or a timeout is rejected too. Either way the
  * caller gets evidence and the next call starts a fresh child.
+ *
+ * The evidence holds only what the judge produced, every string redacted
+ * (core/redact.h): the child's stdout and stderr, untrusted, go to the
+ * runner operator's log (harness_log.h) and nowhere else.
  */
 #include "core/common.h"
 #include "core/config.h"
 #include "core/strbuf.h"
 #include "core/strvec.h"
+#include "verifier/sandbox.h"
 #include "verifier/build.h"
 #include "verifier/datadir.h"
 #include "verifier/python_env.h"
@@ -39,15 +44,35 @@ struct kb_harness {
 	int64_t timeout_ms;     /* 0: none */
 	uint64_t rlimit_as_bytes; /* cpu backend only; 0: none */
 	size_t log_cap;         /* stdout and stderr each; 0: 1 MiB */
+	char *log_dir;          /* <state_dir>/logs/harness (harness_log.h); NULL: output not kept */
 	/* Test hook: when not empty, run these argv words instead of
 	 * "PYTHON -I -B -u SCRIPT" (the client still appends --request FILE). */
 	struct strvec argv_override;
+	/* Where the harness runs (verifier/sandbox.h), and what it always
+	 * sees read-only besides the request's own files: the harness and
+	 * timing code, the ABI headers, the build cache, the peaks cache. */
+	struct kb_sandbox sandbox;
+	struct strvec view_ro;
 };
 
 void kb_harness_init(struct kb_harness *h);
 /*
+ * The paths one request needs to see read-only: the operator (a file's
+ * folder, or the task folder), the kernel's library and source folders.
+ */
+void kb_harness_request_paths(const cJSON *request, struct strvec *paths);
+/*
+ * Put cp (the harness, args and env complete) into h's sandbox: scratch
+ * writable, h->view_ro plus paths read-only, the GPU when backend is
+ * "cuda". A disabled sandbox leaves cp alone. 0 or -1 (logged).
+ */
+int kb_harness_sandbox(const struct kb_harness *h, const struct strvec *paths,
+		       const char *scratch, const char *backend, struct child_process *cp);
+/*
  * From the config: timeout_s, memory_limit_mb, tmp_root <state_dir>/tmp
- * (else $TMPDIR, else /tmp). Returns 0 or -1.
+ * (else $TMPDIR, else /tmp), the [sandbox] and its view (the script's
+ * folder, bench/harness beside it, <state_dir>/build-cache and peaks.json).
+ * Returns 0 or -1 (a sandbox that cannot be set up, logged).
  */
 int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
 		     const char *python, const char *script);
@@ -93,19 +118,25 @@ const char *kb_harness_request_backend(const cJSON *request);
 /* Write a copy of request with "workdir" set to workdir as <workdir>/request.json; path gets its name. 0 or -1. */
 int kb_harness_write_request(const cJSON *request, const char *workdir, struct strbuf *path);
 /*
- * "harness died by signal 11 (SIGSEGV) during trial: <last stderr lines>"
- * or "harness exited with code N ...", appended to msg; stage may be NULL.
+ * "harness died by signal 11 (SIGSEGV) during trial" or "harness exited
+ * with code N ...", appended to msg; stage may be NULL. Nothing the child
+ * printed: that is untrusted and goes to the operator's log only.
  */
-void kb_harness_exit_message(int exit_code, const char *stage, const struct strbuf *out,
-			     const struct strbuf *err, struct strbuf *msg);
+void kb_harness_exit_message(int exit_code, const char *stage, struct strbuf *msg);
 /*
  * The evidence: result (taken; NULL when none came) without its nonce,
  * rejected with why_check/msg when that is set (a verdict followed by a
  * crash or a hang still fails), "harness: no verdict" when neither is,
- * and log_tail from the tails of out and err.
+ * every string redacted (kb_redact_json; reasons' messages cut to
+ * KB_REDACT_MESSAGE_MAX, other strings to KB_REDACT_FIELD_MAX), and
+ * without "log_tail" or "operator_log" should the result carry them.
  */
-cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed,
-			 const struct strbuf *out, const struct strbuf *err);
+cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed);
+/*
+ * environment.worker_pid as the bot sees the harness process (its pid
+ * namespace's own numbers mean nothing outside the sandbox): pid.
+ */
+void kb_harness_host_pid(cJSON *evidence, pid_t pid);
 
 /* --- one candidate, start to finish --- */
 

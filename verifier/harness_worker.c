@@ -4,6 +4,7 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "verifier/evidence.h"
+#include "verifier/harness_log.h"
 
 #define LOG_CAP_DEFAULT (1u << 20)
 #define STOP_GRACE_MS 2000      /* EOF on stdin: a worker exits at once */
@@ -15,6 +16,55 @@ void kb_harness_worker_init(struct kb_harness_worker *w, const struct kb_harness
 	memset(w, 0, sizeof(*w));
 	w->h = h;
 	child_process_init(&w->cp);
+	strvec_init(&w->seen);
+}
+
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Adds the paths not yet seen; true when one was new. */
+static bool see_paths(struct kb_harness_worker *w, const struct strvec *paths)
+{
+	bool grew = false;
+
+	for (size_t i = 0; i < paths->nr; i++) {
+		bool covered = false;
+
+		/* the build cache and the harness's own files are always shown */
+		for (size_t j = 0; j < w->h->view_ro.nr && !covered; j++)
+			covered = path_under(paths->v[i], w->h->view_ro.v[j]);
+		for (size_t j = 0; j < w->seen.nr && !covered; j++)
+			covered = path_under(paths->v[i], w->seen.v[j]);
+		if (!covered) {
+			strvec_push(&w->seen, paths->v[i]);
+			grew = true;
+		}
+	}
+	return grew;
+}
+
+/* A running sandboxed worker that does not show the request's files must go. */
+static void see_request(struct kb_harness_worker *w, const cJSON *request)
+{
+	struct strvec paths = STRVEC_INIT;
+
+	kb_harness_request_paths(request, &paths);
+	if (see_paths(w, &paths) && w->running && w->h->sandbox.enabled)
+		w->view_stale = true;
+	strvec_clear(&paths);
+}
+
+void kb_harness_worker_see(struct kb_harness_worker *w, const char *path)
+{
+	cJSON *req = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(req, "operator", path);
+	see_request(w, req);
+	cJSON_Delete(req);
 }
 
 pid_t kb_harness_worker_pid(const struct kb_harness_worker *w)
@@ -48,6 +98,7 @@ void kb_harness_worker_release(struct kb_harness_worker *w)
 {
 	kb_harness_worker_stop(w);
 	child_process_release(&w->cp);
+	strvec_clear(&w->seen);
 }
 
 int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
@@ -57,7 +108,7 @@ int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
 	struct strbuf dir = STRBUF_INIT, in = STRBUF_INIT;
 	int rc = -1;
 
-	if (w->running && child_alive(cp) && !strcmp(w->backend, backend))
+	if (w->running && child_alive(cp) && !strcmp(w->backend, backend) && !w->view_stale)
 		return 0;
 	kb_harness_worker_stop(w);
 	if (kb_mkdir_p(h->tmp_root, 0700))
@@ -89,7 +140,10 @@ int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
 	cp->result_fd_child = 3;
 	if (!strcmp(backend, "cpu"))
 		cp->rlimit_as_bytes = h->rlimit_as_bytes;
-	rc = start_command(cp);
+	rc = kb_harness_sandbox(h, &w->seen, w->dir, backend, cp);
+	if (!rc)
+		rc = start_command(cp);
+	w->view_stale = false;
 	if (rc)
 		goto out;
 	w->running = true;
@@ -220,7 +274,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 			   cJSON **evidence, struct kb_harness_run *info)
 {
 	const char *backend = kb_harness_request_backend(request);
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, msg = STRBUF_INIT;
+	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, msg = STRBUF_INIT, kept = STRBUF_INIT;
 	struct reply r = { .config = -1, .seed = -1 };
 	int64_t t0 = kb_now_ms(), deadline = timeout_ms > 0 ? t0 + timeout_ms : 0;
 	const char *why_check = NULL;
@@ -233,6 +287,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 		memset(info, 0, sizeof(*info));
 	if (!*backend)
 		backend = "cpu";
+	see_request(w, request);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (w->running && !child_alive(&w->cp)) {
 			finish_command(&w->cp, 0);
@@ -240,7 +295,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 				 w->cp.exit_code > 128 ? "died" : "exited", w->cp.exit_code);
 			forget(w);
 		}
-		if (!w->running || strcmp(w->backend, backend)) {
+		if (!w->running || strcmp(w->backend, backend) || w->view_stale) {
 			rc = kb_harness_worker_start(w, backend);
 			if (rc)
 				goto out;
@@ -270,10 +325,9 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 		if (res != DIED || r.records || attempt)
 			break;
 		/* it died before saying anything about this request: not this candidate's doing */
-		log_warn("harness worker died before answering (exit code %d); trying a fresh one", exit_code);
-		kb_harness_exit_message(exit_code, NULL, &w->cp.out, &w->cp.err, &msg);
-		log_debug("%s", msg.buf);
-		strbuf_reset(&msg);
+		kb_harness_log_keep(w->h->log_dir, request, NULL, &w->cp, &kept);
+		log_warn("harness worker died before answering (exit code %d%s%s); trying a fresh one",
+			 exit_code, kept.len ? ", its output is in " : "", kept.buf);
 		forget(w);
 		strbuf_reset(&dir);
 	}
@@ -292,7 +346,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 	} else if (res == DIED) {
 		if (exit_code) {
 			why_check = "crash";
-			kb_harness_exit_message(exit_code, r.stage, &w->cp.out, &w->cp.err, &msg);
+			kb_harness_exit_message(exit_code, r.stage, &msg);
 		}
 	} else if (r.worker_exit) {
 		/* the harness reported the crash itself and leaves: reap it */
@@ -314,9 +368,10 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 		info->ignored = r.ignored;
 		info->worker_started = started;
 	}
-	*evidence = kb_harness_settle(r.result, why_check, msg.buf, r.config, r.seed,
-				      &w->cp.out, &w->cp.err);
+	*evidence = kb_harness_settle(r.result, why_check, msg.buf, r.config, r.seed);
+	kb_harness_host_pid(*evidence, w->cp.started_pid);
 	r.result = NULL;
+	kb_harness_log_keep(w->h->log_dir, request, *evidence, &w->cp, NULL);
 	rc = 0;
 out:
 	/* reaped above (death, timeout, stop request, announced exit), or died
@@ -329,5 +384,6 @@ out:
 	strbuf_release(&dir);
 	strbuf_release(&path);
 	strbuf_release(&msg);
+	strbuf_release(&kept);
 	return rc;
 }

@@ -17,7 +17,9 @@
  * of other requests or without the nonce are ignored.
  *
  * The worker is restarted, lazily at the next evaluation, when it
- *  - died (a crash: the rejection has the signal and the stderr tail),
+ *  - died (a crash: the rejection has the signal and the stage; what it
+ *    printed goes to the operator's log, harness_log.h, as after every
+ *    request),
  *  - outlived a request's timeout (killed with its group: `timeout`),
  *  - said it will exit after the result (`worker_exit`: the CUDA context
  *    is lost after a sticky device error),
@@ -41,6 +43,8 @@ struct kb_harness_worker {
 	char nonce[33];
 	char *dir;                   /* the running worker's TMPDIR */
 	char backend[8];             /* what it was started for */
+	struct strvec seen;          /* read-only paths its sandbox shows (operators, kernels) */
+	bool view_stale;             /* seen grew beyond what the running worker shows */
 	unsigned starts;             /* workers started so far */
 	unsigned requests;           /* requests sent to the running one */
 };
@@ -55,6 +59,15 @@ void kb_harness_worker_init(struct kb_harness_worker *w, const struct kb_harness
  * could not be started, KB_ECANCELLED.
  */
 int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend);
+
+/*
+ * Show path (an operator file or folder, a kernel) read-only in the
+ * worker's sandbox from its next start on; a running worker that does not
+ * show it is restarted at the next evaluation. kb_harness_worker_eval adds
+ * the request's own paths itself: calling this before
+ * kb_harness_worker_start spares that restart.
+ */
+void kb_harness_worker_see(struct kb_harness_worker *w, const char *path);
 
 /*
  * Evaluate request (the worker sets "workdir") within timeout_ms (0: no

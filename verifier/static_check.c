@@ -131,7 +131,8 @@ static void make_views(const char *src, size_t len, struct views *v)
 			end++;
 		for (k = start; k < end && isspace((unsigned char)v->code[k]); k++)
 			;
-		v->pp[line] = continued || (k < end && v->code[k] == '#');
+		v->pp[line] = continued || (k < end && (v->code[k] == '#' ||
+			(v->code[k] == '%' && k + 1 < end && v->code[k + 1] == ':')));
 		k = end;
 		while (k > start && isspace((unsigned char)v->code[k - 1]))
 			k--;
@@ -378,6 +379,10 @@ static const struct word_rule escape_words[] = {
 	{ "unlink", "file_io", 0 }, { "unlinkat", "file_io", 0 }, { "memfd_create", "file_io", 0 },
 	{ "sendfile", "file_io", 0 }, { "mkfifo", "file_io", 0 },
 	{ "ofstream", "file_io", 0 }, { "ifstream", "file_io", 0 }, { "fstream", "file_io", 0 },
+	{ "wofstream", "file_io", 0 }, { "wifstream", "file_io", 0 }, { "wfstream", "file_io", 0 },
+	{ "basic_ofstream", "file_io", 0 }, { "basic_ifstream", "file_io", 0 },
+	{ "basic_fstream", "file_io", 0 }, { "basic_filebuf", "file_io", 0 },
+	{ "filebuf", "file_io", 0 }, { "stdio_filebuf", "file_io", 0 },
 
 	{ "socket", "network", 0 }, { "socketpair", "network", 0 },
 	{ "connect", "network", W_COMMON }, { "getaddrinfo", "network", 0 },
@@ -484,6 +489,7 @@ struct scan {
 	struct kb_findings *out;
 	size_t first;               /* out->nr before this scan */
 	bool has_entry;             /* kb_forward seen */
+	bool expanded;              /* scanning preprocessed text (kb_static_check_expanded) */
 	struct decl *decls;         /* variables, tensors and others */
 	size_t nr_decls, alloc_decls;
 	/* names the source itself defines as functions (with a body) */
@@ -715,7 +721,7 @@ static void check_escape(struct scan *sc, const struct ident *id)
 		    has_name(sc->defs, sc->nr_defs, id->name))
 			return;
 		/* a qualified name outside std (foo::write) is the source's own */
-		if (id->nqual && !qual_is(id, "std"))
+		if (id->nqual && !qual_is(id, "std") && !qual_is(id, "__gnu_cxx"))
 			return;
 		qualified_name(id, &sb);
 		add_finding(sc->out, sc->first, id->line, w->rule, "'%s' is not allowed in a kernel", sb.buf);
@@ -888,12 +894,45 @@ out:
 	strbuf_release(&sb);
 }
 
+/*
+ * The Python C API by its naming scheme: Py_*, _Py*, and Py + capital with
+ * an underscore later (PyRun_SimpleString, PyObject_Call, PyExc_...).
+ */
+static bool python_api_name(const char *name)
+{
+	if (!strncmp(name, "Py_", 3) || !strncmp(name, "_Py", 3))
+		return true;
+	return !strncmp(name, "Py", 2) && isupper((unsigned char)name[2]) && strchr(name + 3, '_');
+}
+
+/*
+ * Rules on names that may also be a qualifier: std::filesystem is a
+ * namespace (std::filesystem::remove, namespace fs = std::filesystem), and
+ * a native kernel has no business with the Python C API, which the harness
+ * process would resolve for it (torch extensions have their own rules).
+ */
+static void check_namespaces(struct scan *sc, const struct ident *id)
+{
+	if (id->member)
+		return;
+	if (!strcmp(id->name, "filesystem") &&
+	    (id->scope_qual || (id->nqual && !strcmp(id->qual[0], "std")))) {
+		add_finding(sc->out, sc->first, id->line, "file_io",
+			    "'std::filesystem' is not allowed in a kernel");
+		return;
+	}
+	if (sc->abi == KB_ABI_NATIVE && python_api_name(id->name))
+		add_finding(sc->out, sc->first, id->line, "python_escape",
+			    "'%s' (Python C API) is not allowed in a native kernel", id->name);
+}
+
 static void check_ident(const struct views *v, const struct ident *id, void *payload)
 {
 	struct scan *sc = payload;
 
 	if (!strcmp(id->name, "kb_forward"))
 		sc->has_entry = true;
+	check_namespaces(sc, id);
 	if (id->scope_qual)
 		return;
 	check_escape(sc, id);
@@ -902,59 +941,151 @@ static void check_ident(const struct views *v, const struct ident *id, void *pay
 		check_torch_ext(sc, v, id);
 }
 
-/* #include lines: read from the text view, then blanked from the code view. */
+/* Past blanks and backslash-newlines: a directive may be spliced over lines. */
+static size_t skip_blank(const char *s, size_t len, size_t pos)
+{
+	for (;;) {
+		while (pos < len && s[pos] != '\n' && isspace((unsigned char)s[pos]))
+			pos++;
+		if (pos + 1 < len && s[pos] == '\\' && s[pos + 1] == '\n')
+			pos += 2;
+		else if (pos + 2 < len && s[pos] == '\\' && s[pos + 1] == '\r' && s[pos + 2] == '\n')
+			pos += 3;
+		else
+			return pos;
+	}
+}
+
+/* The identifier at pos, spliced lines joined, into name; returns where it ends. */
+static size_t read_spliced_word(const char *s, size_t len, size_t pos, char *name, size_t size)
+{
+	size_t n = 0;
+
+	for (;;) {
+		if (pos + 1 < len && s[pos] == '\\' && s[pos + 1] == '\n') {
+			pos += 2;
+			continue;
+		}
+		if (pos >= len || !ident_char(s[pos]))
+			break;
+		if (n + 1 < size)
+			name[n++] = s[pos];
+		pos++;
+	}
+	name[n] = '\0';
+	return pos;
+}
+
+/* The newline ending the logical line that starts at i (or len). */
+static size_t logical_end(const char *s, size_t len, size_t i)
+{
+	for (;;) {
+		size_t end = i, k;
+
+		while (end < len && s[end] != '\n')
+			end++;
+		k = end;
+		while (k > i && (s[k - 1] == ' ' || s[k - 1] == '\t' || s[k - 1] == '\r'))
+			k--;
+		if (end >= len || k == i || s[k - 1] != '\\')
+			return end;
+		i = end + 1;
+	}
+}
+
+/* The header of an #include whose name ends at pos (text view: quotes keep their contents). */
+static void check_include(struct scan *sc, const struct views *v, size_t pos, size_t end, int line)
+{
+	size_t hs = skip_blank(v->text, end, pos), he;
+	char close, header[256];
+	size_t n = 0;
+
+	if (hs >= end || (v->text[hs] != '<' && v->text[hs] != '"')) {
+		add_finding(sc->out, sc->first, line, "forbidden_include",
+			    "a computed #include is not allowed in a kernel");
+		return;
+	}
+	close = v->text[hs] == '<' ? '>' : '"';
+	for (he = hs + 1; he < end && v->text[he] != close; he++) {
+		if (v->text[he] == '\\' && he + 1 < end && v->text[he + 1] == '\n') {
+			he++;
+			continue;
+		}
+		if (v->text[he] != '\n' && n + 1 < sizeof(header))
+			header[n++] = v->text[he];
+	}
+	header[n] = '\0';
+	/* a file outside the include path would reach the compiler's
+	 * messages, and through them the proposer and the logs */
+	if (header[0] == '/' || strstr(header, "..")) {
+		add_finding(sc->out, sc->first, line, "forbidden_include",
+			    "'#include %c%s%c' reads a file outside the include path",
+			    v->text[hs], header, close);
+		return;
+	}
+	if (sc->abi != KB_ABI_NATIVE)
+		return;
+	for (const char *const *p = forbidden_include_prefixes; *p; p++)
+		if (!strncmp(header, *p, strlen(*p))) {
+			add_finding(sc->out, sc->first, line, "forbidden_include",
+				    "'#include %c%s%c' is not allowed in a native kernel (no torch, no python)",
+				    v->text[hs], header, close);
+			return;
+		}
+}
+
+/*
+ * One logical line [start, end): when it is a directive (# or the digraph
+ * %:), check #include, #embed and line control. Line markers say which
+ * file the preprocessed text comes from, and the scan of that text trusts
+ * them: a kernel writing its own could pass code off as a system header's.
+ */
+static void check_directive(struct scan *sc, struct views *v, size_t start, size_t end, int line)
+{
+	size_t k = skip_blank(v->code, end, start);
+	char name[16];
+
+	if (k < end && v->code[k] == '#')
+		k++;
+	else if (k + 1 < end && v->code[k] == '%' && v->code[k + 1] == ':')
+		k += 2;
+	else
+		return;
+	k = skip_blank(v->code, end, k);
+	if (k < end && isdigit((unsigned char)v->code[k])) {
+		add_finding(sc->out, sc->first, line, "line_directive",
+			    "a line marker ('# N \"file\"') is not allowed in a kernel (it hides code from the checks)");
+		return;
+	}
+	k = read_spliced_word(v->code, end, k, name, sizeof(name));
+	if (!strcmp(name, "line")) {
+		add_finding(sc->out, sc->first, line, "line_directive",
+			    "'#line' is not allowed in a kernel (it hides code from the checks)");
+	} else if (sc->expanded) {
+		return; /* the preprocessed scan looks at line control only */
+	} else if (!strcmp(name, "embed")) {
+		/* C23 #embed pulls a file's bytes into the kernel */
+		add_finding(sc->out, sc->first, line, "forbidden_include",
+			    "'#embed' is not allowed in a kernel");
+		blank(v->code, start, end);
+	} else if (!strcmp(name, "include") || !strcmp(name, "include_next") ||
+		   !strcmp(name, "import")) {
+		check_include(sc, v, k, end, line);
+		blank(v->code, start, end);
+	}
+}
+
+/* Directives: #include read from the text view, then blanked from the code view. */
 static void check_includes(struct scan *sc, struct views *v)
 {
 	int line = 1;
 
 	for (size_t i = 0; i < v->len; ) {
-		size_t end = i, k, hs, he;
+		size_t end = logical_end(v->code, v->len, i);
 
-		while (end < v->len && v->code[end] != '\n')
-			end++;
-		k = next_nonspace(v->code, end, i);
-		if (k < end && v->code[k] == '#') {
-			k = next_nonspace(v->code, end, k + 1);
-			if (end - k >= 5 && !strncmp(v->code + k, "embed", 5) &&
-			    (k + 5 == end || !ident_char(v->code[k + 5]))) {
-				/* C23 #embed pulls a file's bytes into the kernel */
-				add_finding(sc->out, sc->first, line, "forbidden_include",
-					    "'#embed' is not allowed in a kernel");
-				blank(v->code, i, end);
-			} else if (end - k >= 7 && !strncmp(v->code + k, "include", 7)) {
-				size_t after = k + 7;
-
-				if (end - after >= 5 && !strncmp(v->code + after, "_next", 5))
-					after += 5;
-				hs = next_nonspace(v->text, end, after);
-				if (hs < end && (v->text[hs] == '<' || v->text[hs] == '"')) {
-					char close = v->text[hs] == '<' ? '>' : '"';
-					char header[256];
-
-					for (he = hs + 1; he < end && v->text[he] != close; he++)
-						;
-					copy_name(header, sizeof(header), v->text + hs + 1, he - hs - 1);
-					/* a file outside the include path would reach the compiler's
-					 * messages, and through them the proposer and the logs */
-					if (header[0] == '/' || strstr(header, ".."))
-						add_finding(sc->out, sc->first, line, "forbidden_include",
-							    "'#include %c%s%c' reads a file outside the include path",
-							    v->text[hs], header, close);
-					else if (sc->abi == KB_ABI_NATIVE)
-						for (const char *const *p = forbidden_include_prefixes; *p; p++)
-							if (!strncmp(header, *p, strlen(*p))) {
-								add_finding(sc->out, sc->first, line, "forbidden_include",
-									    "'#include %c%s%c' is not allowed in a native kernel (no torch, no python)",
-									    v->text[hs], header, close);
-								break;
-							}
-				} else {
-					add_finding(sc->out, sc->first, line, "forbidden_include",
-						    "a computed #include is not allowed in a kernel");
-				}
-				blank(v->code, i, end);
-			}
-		}
+		check_directive(sc, v, i, end, line);
+		for (size_t k = i; k < end; k++)
+			line += v->code[k] == '\n';
 		i = end + 1;
 		line++;
 	}
@@ -1057,6 +1188,143 @@ int kb_static_check(const char *text, size_t len, enum kb_kernel_abi abi, struct
 	if (out->nr > sc.first)
 		qsort(out->v + sc.first, out->nr - sc.first, sizeof(*out->v), cmp_finding);
 	release_views(&v);
+	free(sc.decls);
+	free(sc.defs);
+	return (int)(out->nr - sc.first);
+}
+
+/* --- the preprocessed source --- */
+
+/*
+ * A line marker of `cc -E` output at [p, end): '# 12 "file" 1 3' (or
+ * '#line 12 "file"'). file is left empty when the marker names none.
+ */
+static bool parse_marker(const char *p, const char *end, long *lineno, struct strbuf *file)
+{
+	long n = 0;
+
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p >= end || *p != '#')
+		return false;
+	for (p++; p < end && (*p == ' ' || *p == '\t'); p++)
+		;
+	if (end - p >= 4 && !strncmp(p, "line", 4))
+		for (p += 4; p < end && (*p == ' ' || *p == '\t'); p++)
+			;
+	if (p >= end || !isdigit((unsigned char)*p))
+		return false;
+	for (; p < end && isdigit((unsigned char)*p); p++)
+		if (n < 100000000)
+			n = 10 * n + (*p - '0');
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	strbuf_reset(file);
+	if (p < end && *p == '"')
+		for (p++; p < end && *p != '"'; p++) {
+			if (*p == '\\' && p + 1 < end)
+				p++; /* the preprocessor escapes " and \ in file names */
+			strbuf_addch(file, *p);
+		}
+	*lineno = n;
+	return true;
+}
+
+/* Relative names and names under own_dir are the kernel's; <built-in>,
+ * <command-line> and absolute paths elsewhere (system and -I headers) are not. */
+static bool own_file(const char *name, const char *own_dir)
+{
+	size_t n = own_dir ? strlen(own_dir) : 0;
+
+	if (name[0] == '<')
+		return false;
+	if (name[0] != '/')
+		return true;
+	return n && !strncmp(name, own_dir, n) && (name[n] == '/' || name[n] == '\0');
+}
+
+/* Append text to line `line` of out (which holds *at lines, the last one open). */
+static void own_line(struct strbuf *out, size_t *at, size_t line, const char *text, size_t len)
+{
+	while (len && isspace((unsigned char)text[len - 1]))
+		len--;
+	if (!len)
+		return;
+	if (line > *at) {
+		for (; *at < line; (*at)++)
+			strbuf_addch(out, '\n');
+	} else if (out->len && out->buf[out->len - 1] != '\n') {
+		/* the same line again (a macro call spread over lines), or an
+		 * earlier one (the kernel including itself): joined */
+		strbuf_addch(out, ' ');
+	}
+	strbuf_add(out, text, len);
+}
+
+void kb_preprocessed_own_text(const char *pp, size_t len, const char *own_dir, size_t nr_lines,
+			      struct strbuf *out)
+{
+	struct strbuf file = STRBUF_INIT;
+	struct views v;
+	size_t at = 1, cur = 1;
+	bool own = false;
+
+	if (!nr_lines)
+		nr_lines = 1;
+	strbuf_reset(out);
+	/* the code view blanks literals: a raw string's line that looks like a
+	 * marker is the kernel's text, not the preprocessor's word */
+	make_views(pp, len, &v);
+	for (size_t i = 0; i < len; ) {
+		const char *e = memchr(pp + i, '\n', len - i);
+		size_t end = e ? (size_t)(e - pp) : len, k = i;
+		long n;
+
+		while (k < end && (v.code[k] == ' ' || v.code[k] == '\t'))
+			k++;
+		if (k < end && v.code[k] == '#' && parse_marker(pp + i, pp + end, &n, &file)) {
+			if (file.len)
+				own = own_file(file.buf, own_dir);
+			cur = n > 0 ? (size_t)n : 1;
+		} else {
+			if (own)
+				own_line(out, &at, cur < nr_lines ? cur : nr_lines, pp + i, end - i);
+			cur++;
+		}
+		i = end + 1;
+	}
+	for (; at < nr_lines; at++)
+		strbuf_addch(out, '\n');
+	release_views(&v);
+	strbuf_release(&file);
+}
+
+int kb_static_check_expanded(const char *src, size_t src_len, const char *own, size_t own_len,
+			     struct kb_findings *out)
+{
+	struct scan sc = { .abi = KB_ABI_NATIVE, .out = out, .first = out->nr, .expanded = true };
+	struct views v;
+	size_t from;
+
+	/* the extraction trusts line markers: a kernel may not write its own */
+	make_views(src, src_len, &v);
+	check_includes(&sc, &v);
+	release_views(&v);
+
+	from = out->nr;
+	make_views(own, own_len, &v);
+	for_each_ident(&v, collect, &sc);
+	for_each_ident(&v, check_ident, &sc);
+	release_views(&v);
+	for (size_t i = from; i < out->nr; i++) {
+		struct strbuf sb = STRBUF_INIT;
+
+		strbuf_addf(&sb, "%s (after preprocessing)", out->v[i].message);
+		free(out->v[i].message);
+		out->v[i].message = strbuf_detach(&sb, NULL);
+	}
+	if (out->nr > sc.first)
+		qsort(out->v + sc.first, out->nr - sc.first, sizeof(*out->v), cmp_finding);
 	free(sc.decls);
 	free(sc.defs);
 	return (int)(out->nr - sc.first);

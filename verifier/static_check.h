@@ -24,10 +24,17 @@
  *   "forbidden_include" an #include of an absolute path or one with "..",
  *                      a computed #include, #embed: the compiler would read
  *                      files outside the include path into its messages
+ *                      (directives are found through %: digraphs and
+ *                      backslash-newline splices too)
+ *   "line_directive"   #line and GNU line markers ('# 12 "file"'): the scan
+ *                      of the preprocessed source trusts line markers to
+ *                      tell the kernel's lines from system headers'
  *   "environment"      getenv, secure_getenv, setenv, putenv, unsetenv, environ
  *   "file_io"          fopen, freopen, fdopen, open, openat, creat, write,
  *                      pwrite, writev, fwrite, dprintf, dup*, fcntl, ioctl,
- *                      unlink, *fstream (the harness's result channel is a
+ *                      unlink, *fstream, basic_*fstream, *filebuf,
+ *                      std::filesystem (also as a qualifier or namespace
+ *                      alias) (the harness's result channel is a
  *                      descriptor in the same process: nothing may write
  *                      to descriptors; printf/fprintf to stdout and stderr
  *                      stay allowed, they are logs only)
@@ -43,7 +50,16 @@
  *
  * Native ABI (.cu/.cpp with kb_forward):
  *   "forbidden_include" also torch/, ATen/, c10/, caffe2/, pybind11/, Python.h
+ *   "python_escape"     a Python C API name (Py_*, _Py*, PyXxx_*): the
+ *                       harness process would resolve it for the kernel
  *   "missing_entry"     no kb_forward
+ *
+ * The word list alone is fooled by the preprocessor (#define P(a,b) a##b,
+ * then P(PyRun_,SimpleString)). The build therefore also runs the
+ * compiler's preprocessor on the kernel (in the sandbox, with the build's
+ * flags) and scans the expanded text of the kernel's own lines:
+ * kb_preprocessed_own_text then kb_static_check_expanded. The raw scan
+ * stays: its messages name what the kernel wrote.
  *
  * Torch-extension (PYBIND11_MODULE):
  *   "torch_compute"  a torch::/at:: function other than the allocation and
@@ -74,6 +90,7 @@
  *                    monotonic(_ns), process_time, __setattr__, timeit
  */
 #include "core/common.h"
+#include "core/strbuf.h"
 
 #include <cjson/cJSON.h>
 
@@ -107,6 +124,32 @@ int kb_static_check(const char *text, size_t len, enum kb_kernel_abi abi, struct
 
 /* Read path (at most 4 MiB) and check it; *abi gets the detected ABI. -1 when unreadable. */
 int kb_static_check_file(const char *path, enum kb_kernel_abi *abi, struct kb_findings *out);
+
+/*
+ * The kernel's own lines out of `g++ -E` / `nvcc -E` output pp: the line
+ * markers ('# 12 "file" flags') say which file and line each output line
+ * comes from; lines of files with a relative name or a name under own_dir
+ * (the build's scratch directory, where the kernel is compiled under its
+ * base name) are kept, system and include-path headers (absolute names
+ * elsewhere) and <built-in>/<command-line> are not. out gets exactly
+ * nr_lines lines (the kernel's line count), each holding the expansion of
+ * that source line, so findings keep the kernel's line numbers. A line
+ * inside a raw string literal is never taken for a marker.
+ */
+void kb_preprocessed_own_text(const char *pp, size_t len, const char *own_dir, size_t nr_lines,
+			      struct strbuf *out);
+
+/*
+ * The backstop scan of a native kernel: src is the kernel as written, own
+ * its preprocessed lines (kb_preprocessed_own_text). src is checked for
+ * line control only ("line_directive": the extraction trusts markers);
+ * own for the identifier rules above (process, dynamic_loading, syscall,
+ * environment, file_io, network, threads, stream, python_escape), with
+ * " (after preprocessing)" after each message. Appends findings in line
+ * order; returns how many.
+ */
+int kb_static_check_expanded(const char *src, size_t src_len, const char *own, size_t own_len,
+			     struct kb_findings *out);
 
 /* [{"line": n, "rule": "...", "message": "..."}, ...] */
 cJSON *kb_findings_to_json(const struct kb_findings *f);

@@ -26,11 +26,16 @@ sections in the order they run:
     the warm ones (the 5 s target is about a warm worker). Torch extensions
     are built by the harness (torch's loader), each in a call of its own,
     all started at once in the background when the run begins;
+ 5. the sandbox's cost: the same correct native kernel evaluated with
+    [sandbox] on and off, the two alternating call by call (ROUNDS pairs,
+    VARIANTS candidates a call, --fresh and worker), so drift hits both;
+    the median per-candidate total (static + build + harness) of each and
+    their ratio against the 10% target;
  4. final check lines: all rejected for their reason, no correct kernel
     rejected, median seconds per native candidate in a warm worker against
     the 5 s target (and the first in a fresh worker beside it), the timing
-    spread against 2%.
---sections LIST runs only those of spread,rejections,natives,torch-ext (a
+    spread against 2%, the sandbox's added share against 10%.
+--sections LIST runs only those of spread,rejections,natives,torch-ext,sandbox (a
 quiet-device spread rerun: --sections spread); the checks of a section
 left out say "not run".
 --deadline S budgets the run: torch extensions for fewer operators when S
@@ -57,7 +62,8 @@ import kbdrive  # noqa: E402
 TARGET_S = 5.0
 SPREAD_TARGET = 0.02
 SPREAD_MIN_MS = 0.02         # configs at least this long judge the spread target
-SECTIONS = ("spread", "rejections", "natives", "torch-ext")
+SECTIONS = ("spread", "rejections", "natives", "torch-ext", "sandbox")
+SANDBOX_TARGET = 0.10        # the sandbox adds at most this to a native candidate's median
 # the spread's bandwidth-bound operator: kb_relu.py with these sizes
 # (64 MB per tensor), written into the workdir
 LARGE_SIZES = {"batch_size": 1024, "dim": 16384}
@@ -147,6 +153,7 @@ class Eval:
         self.rows_ext = {}      # op -> ev
         self.spread_evs = []
         self.spread_large_evs = []
+        self.sandbox_totals = {}   # (sandbox on?, fresh?) -> [candidate totals]
         self.sections = parse_sections(getattr(a, "sections", None))
         self.rejects = {}       # stem -> (ev, source)
         self.walls = {}
@@ -155,13 +162,13 @@ class Eval:
         self.shrunk = []        # what the deadline's budget left out, on purpose
         self.unfinished = False
 
-    def _config(self, name):
+    def _config(self, name, sandbox=True):
         d = os.path.join(self.work, "cfg-" + name)
         return kbdrive.write_config(
             os.path.join(d, "config.ini"), os.path.join(d, "state"),
             python=self.a.python, seeds=self.a.seeds, max_configs=self.a.configs,
             timeout_s=self.a.timeout, baselines=self.a.baselines,
-            min_time_ms=self.a.min_time_ms, max_reps=self.a.max_reps)
+            min_time_ms=self.a.min_time_ms, max_reps=self.a.max_reps, sandbox=sandbox)
 
     def log(self, msg):
         print("[bench-eval %6.1fs] %s" % (time.monotonic() - self.t0, msg), flush=True)
@@ -258,6 +265,33 @@ class Eval:
                 op, ", ".join(kbdrive.verdict(e) for e in self.rows_native[op]),
                 self.walls["native-" + op], len(vs)))
 
+    def rounds(self):
+        return getattr(self.a, "sandbox_rounds", 3)
+
+    def sandbox(self):
+        """The same kernel with the sandbox on and off, alternating call by
+        call; each call has a state dir of its own, so every build is real."""
+        oks = kbdrive.ok_kernels(self.backend)
+        op = kbdrive.operator_path("kb_relu.py")
+        for r in range(self.rounds()):
+            order = (True, False) if r % 2 == 0 else (False, True)
+            for on in order:
+                for fresh in (False, True):
+                    if self.late("sandbox round %d" % (r + 1)):
+                        return
+                    tag = "sb-%s-%s-%d" % ("on" if on else "off", "fresh" if fresh else "worker", r)
+                    vs = make_variants(oks["relu"], os.path.join(self.work, tag),
+                                       "ok_relu_" + tag.replace("-", "_"), self.a.variants)
+                    kb = kbdrive.Kernelbot(self.a.bin, self._config(tag, sandbox=on))
+                    run = kb.verify(op, vs, os.path.join(self.evdir, tag),
+                                    ["--fresh"] if fresh else [], timeout=900)
+                    for p in vs:
+                        ev = run.evidence.get(kbdrive.stem(p))
+                        st = kbdrive.stages(ev)
+                        if kbdrive.verdict(ev) == "verified" and st["candidate"] is not None:
+                            self.sandbox_totals.setdefault((on, fresh), []).append(st["candidate"])
+            self.log("sandbox: round %d of %d" % (r + 1, self.rounds()))
+
     def rejections(self):
         pending = kbdrive.reject_kernels(self.backend)
         for p, _ in pending:
@@ -350,7 +384,8 @@ class Eval:
         for name, fn in (("spread", self.spread),
                          # before the native operators, so that the deadline
                          # cuts natives (which it says), never the rejections
-                         ("rejections", self.rejections), ("natives", self.natives)):
+                         ("rejections", self.rejections), ("natives", self.natives),
+                         ("sandbox", self.sandbox)):
             if name in self.sections:
                 self.section(name, fn)
         self.wait_ext(ext_futs)
@@ -376,7 +411,7 @@ class Eval:
               " (deadline %.0f s)" % self.a.deadline if self.a.deadline else ""))
         p("sections, seconds from the start + wall: " + ", ".join(
             "%s %.0f+%.0f" % (k, self.starts[k], self.walls[k])
-            for k in ("spread", "rejections", "natives", "torch-ext")
+            for k in ("spread", "rejections", "natives", "torch-ext", "sandbox")
             if k in self.starts and k in self.walls) +
           " (torch-ext in the background from the start)")
         if self.shrunk:
@@ -388,7 +423,9 @@ class Eval:
         p()
         rejected = self.report_rejections(p)
         p()
-        ok = self.report_checks(p, native, spread, rejected)
+        sandbox = self.report_sandbox(p)
+        p()
+        ok = self.report_checks(p, native, spread, rejected, sandbox)
         return out.getvalue(), ok
 
     def report_candidates(self, p):
@@ -541,7 +578,32 @@ class Eval:
                        "right reason", "evidence"]))
         return all_rejected
 
-    def report_checks(self, p, native, spread, all_rejected):
+    def report_sandbox(self, p):
+        """5.: the median candidate with the sandbox on against off."""
+        if "sandbox" not in self.sections:
+            p("5. The sandbox's cost: not run (--sections)")
+            return None
+        p("5. The sandbox's cost: per-candidate total (static + build + harness, seconds) "
+          "of ok_relu on kb_relu, [sandbox] on and off alternating call by call, "
+          "%d rounds x %d candidates" % (self.rounds(), self.a.variants))
+        rows, worst = [], None
+        for fresh in (False, True):
+            on = self.sandbox_totals.get((True, fresh)) or []
+            off = self.sandbox_totals.get((False, fresh)) or []
+            if not on or not off:
+                rows.append(["fresh process" if fresh else "worker", "-", "-", "-"])
+                continue
+            mon, moff = statistics.median(on), statistics.median(off)
+            added = mon / moff - 1.0
+            worst = added if worst is None else max(worst, added)
+            rows.append(["fresh process" if fresh else "worker",
+                         "%s (%d)" % (fmt(mon, 3), len(on)), "%s (%d)" % (fmt(moff, 3), len(off)),
+                         pct(added)])
+        p(table(rows, ["evaluation", "sandbox on: median s (n)", "off: median s (n)",
+                       "added"]))
+        return worst
+
+    def report_checks(self, p, native, spread, all_rejected, sandbox_added=None):
         p("4. Checks")
         n_rej = len(self.rejects)
         if "rejections" in self.sections:
@@ -579,6 +641,12 @@ class Eval:
                   "met" if gks is not None and gks <= SPREAD_TARGET else "missed",
                   pct(small["kernel_spread"]),
                   pct(max(small["per"].values())) if small["per"] else "-"))
+        if "sandbox" in self.sections:
+            p("the sandbox adds to a native candidate's median total: %s (worst of worker "
+              "and fresh) vs target %.0f%%: %s" % (
+                  pct(sandbox_added), SANDBOX_TARGET * 100,
+                  "met" if sandbox_added is not None and sandbox_added <= SANDBOX_TARGET
+                  else "missed"))
         if self.shrunk:
             p("left out by the budget (deadline %s s): %s" % (self.a.deadline, "; ".join(self.shrunk)))
         if self.skipped:
@@ -604,6 +672,8 @@ def main():
     ap.add_argument("--variants", type=int, default=2,
                     help="native candidates per operator, one worker")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sandbox-rounds", type=int, default=3,
+                    help="pairs of sandbox on/off calls in section 5")
     ap.add_argument("--sections", default=None,
                     help="comma-separated subset of %s (default all)" % ",".join(SECTIONS))
     ap.add_argument("--baselines", default="eager")

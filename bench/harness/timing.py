@@ -10,7 +10,8 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
         l2_flush=True, method="auto", ci_target=None, graph_below_ms=None)
         -> {name: {"median_ms", "iqr_ms", "min_ms", "reps", "total_ms",
                    "sync_median_ms", "host_median_ms", "sync_null_ms",
-                   "sync_excess_ms", "host_starved", "side_stream_suspect", "method", "method_reason", "batch", "samples", "ci_rel",
+                   "sync_excess_ms", "tail_batch", "host_starved",
+                   "side_stream_suspect", "method", "method_reason", "batch", "samples", "ci_rel",
                    and with method "graph": "flush_ms", "events_median_ms"}}
     Times every zero-argument callable of `fns` in the same process,
     interleaved: each repetition (or round) calls every fn once, in an
@@ -80,27 +81,48 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
       probe): work skipped while capturing must not look fast.
 
       Cross-check for work hidden on other streams, with either method:
-      after every SYNC_EVERY-th repetition or round each fn is called once
-      more (not part of the statistics) from a synchronised idle device;
-      an end event is recorded on the timed stream after it, the host
-      polls that event until it has passed, then synchronises the whole
-      device. "sync_median_ms" is the median from the call to the idle
-      device, "host_median_ms" the median host time of fn() alone (launch
-      cost). What counts is the tail: from the end event passing to the
-      device being idle, i.e. work still running when the timed stream
-      was done. Each call is paired with its null stand-in, timed alike
-      right after it: a spin on the timed stream as long as the fn's
-      events median ("sync_null_ms": its call to idle). "sync_excess_ms"
-      is the fn's shortest tail minus its null's shortest (hidden work is
-      in every call). Whatever delays the timed stream itself (a loaded
-      host waking late, other processes' time slices on a shared GPU
-      between a call's launches) is before the end event and out of the
-      tail. "side_stream_suspect" is True when
+      after every SYNC_EVERY-th repetition or round each fn is called
+      again (not part of the statistics) from a synchronised idle device:
+      a batch of "tail_batch" calls back to back, with nothing between
+      them; an end event is recorded on the timed stream after the last,
+      the host polls that event until it has passed, then synchronises
+      the whole device. "sync_median_ms" is the median from the batch's
+      first call to the idle device, "host_median_ms" the median host
+      time of one fn() (launch cost). What counts is the tail: from the
+      end event passing to the device being idle, i.e. work still running
+      when the timed stream was done. Work a fn hides on another stream
+      (the legacy default stream, the per-thread default stream, a stream
+      of its own or from torch's pool, a graph replayed there) queues up
+      there across the batch whenever it takes longer than the host needs
+      to enqueue a call, so its tail grows with the batch while an honest
+      fn's stays at the cost of an idle sync. tail_batch: about
+      TAIL_BATCH_MS of the fn's calls (the longer of its events median and
+      its host time), within [1, TAIL_MAX_BATCH]; 1 until the probe has
+      measured the fn, whose tails are then dropped. Each batch is paired
+      with its null stand-in, timed alike right after it: a spin on the
+      timed stream as long as the batch's events medians ("sync_null_ms":
+      its start to idle). "sync_excess_ms" is the fn's shortest tail minus
+      its null's shortest (hidden work is in every batch; batches where the
+      host stalled, taking over twice its median time to enqueue them or
+      seeing the end event that much later after the timed stream's span
+      than usual, are left out: a stalled host lets the hidden queue
+      drain unseen). Whatever delays
+      the timed stream itself (a loaded host waking late, other processes'
+      time slices on a shared GPU between a call's launches) is before the
+      end event and out of the tail. "side_stream_suspect" is True when
           sync_excess > 1.5 * max(median, host_median) + 0.02 ms
       i.e. the device stayed busy well after the timed stream's work had
       finished: work the events did not see; a fn that is suspect gets
       CONFIRM_CHECKS more paired checks first and is flagged only when it
       still is.
+      What this check cannot see: hidden work that ends before the host
+      has enqueued the next call (a ~2 us kernel behind ~5 us of launch
+      cost never queues up), and work that starts on another stream
+      early (before the start event) but is joined back to the timed
+      stream. The harness proves the first kind at correctness time
+      instead, by holding the given stream back (verifier/PROTOCOL.md,
+      `stream`); the second reads its inputs before the given stream has
+      written them, which the same hold shows.
 
       Host-starved repetitions (events): when the host took longer to
       enqueue (start event, call, end event) than the device work queued
@@ -168,6 +190,16 @@ HOST_STARVED_MAX_SHARE = 0.25
 # checks before it is flagged
 NULL_SPIN_US = 20.0
 CONFIRM_CHECKS = 9
+# the side-stream check calls each fn this many times back to back: about
+# TAIL_BATCH_MS of its calls, at most TAIL_MAX_BATCH (hidden work queues up
+# across the batch; an honest fn's tail does not grow with it)
+TAIL_BATCH_MS = 0.5
+TAIL_MAX_BATCH = 32
+# a batch the host took longer than this to enqueue, or saw its end event
+# this much later than usual (x the median, + slack), is left out of the
+# shortest tail: a stalled host lets hidden work drain unseen
+STEADY_FACTOR = 2.0
+STEADY_SLACK_MS = 0.05
 # the side-stream check polls its end event for at most this long (a
 # call's own length, normally), then waits for it blocking
 EVENT_POLL_S = 2.0
@@ -591,6 +623,24 @@ class _EventTimer:
         self.host_samples = {n: [] for n in names}
         self.totals = {n: 0.0 for n in names}
         self.reps = 0
+        self.tail_batch = {n: 1 for n in names}     # calls per cross-check batch
+        self.enqueue = {n: [] for n in names}       # host time to enqueue each batch
+        self.lag = {n: [] for n in names}           # host saw the end event this late
+
+    def size_tail_batches(self, host_us):
+        """Calls per cross-check batch, once the probe has measured each fn
+        (host_us: its median host time per call from the warm-up): about
+        TAIL_BATCH_MS of calls, within [1, TAIL_MAX_BATCH]. Tails of the
+        single calls checked so far are dropped: the shortest tail is what
+        counts, and a single call's hides what queues up over a batch."""
+        for name in self.names:
+            med = _median(self.samples[name]) if self.samples[name] else None
+            per = max(med or 0.0, (host_us.get(name) or 0.0) / 1e3, 1e-3)
+            k = max(1, min(TAIL_MAX_BATCH, int(math.ceil(TAIL_BATCH_MS / per))))
+            self.tail_batch[name] = k
+            if k > 1:
+                self.tails[name], self.null_tails[name] = [], []
+                self.enqueue[name], self.lag[name] = [], []
 
     def _lead(self, name, spin=True):
         self.dev.flush()
@@ -637,23 +687,28 @@ class _EventTimer:
         return True
 
     def _sync_one(self, name, null=False):
-        """One cross-check call of fn name (or, null=True, of its stand-in:
-        a spin on the timed stream as long as the fn's events median so
-        far), from an idle device: an end event on the timed stream after
-        it, polled until passed, then a device-wide sync. The tail (event
-        passed to device idle) is work on other streams. No spin goes
+        """One cross-check of fn name (or, null=True, of its stand-in: a
+        spin on the timed stream as long as tail_batch of the fn's events
+        median so far), from an idle device: tail_batch calls back to back,
+        an end event on the timed stream after them, polled until passed,
+        then a device-wide sync. The tail (event passed to device idle) is
+        work on other streams, queued up over the batch. No spin goes
         first: work a call starts on another stream would run under it
         unseen."""
         dev = self.dev
+        k = self.tail_batch[name]
         self._lead(name, spin=False)
         dev.sync()
-        end = dev.event()
+        start, end = dev.event(), dev.event()
+        dev.record(start)
         t0 = time.perf_counter()
         if null:
             med = _median(self.samples[name]) if self.samples[name] else None
-            dev.spin_us(med * 1e3 if med else NULL_SPIN_US)
+            dev.spin_us(k * med * 1e3 if med else NULL_SPIN_US)
         else:
-            self.fns[name]()
+            fn = self.fns[name]
+            for _ in range(k):
+                fn()
         t1 = time.perf_counter()
         dev.record(end)
         dev.wait_event(end)
@@ -664,9 +719,14 @@ class _EventTimer:
             self.null_samples[name].append((t2 - t0) * 1e3)
             self.null_tails[name].append((t2 - te) * 1e3)
         else:
-            self.host_samples[name].append((t1 - t0) * 1e3)
+            self.host_samples[name].append((t1 - t0) * 1e3 / k)
             self.sync_samples[name].append((t2 - t0) * 1e3)
             self.tails[name].append((t2 - te) * 1e3)
+            self.enqueue[name].append((t1 - t0) * 1e3)
+            # how long after the timed stream's span the host saw its end
+            # event (a host descheduled while polling sees it late, and
+            # the hidden queue drains meanwhile)
+            self.lag[name].append((te - t0) * 1e3 - dev.elapsed_ms(start, end))
 
     def sync_check(self, order):
         """Extra calls, untimed by events: from an idle device to the end of
@@ -683,9 +743,25 @@ class _EventTimer:
         loaded host or other processes add is never negative and comes
         and goes, while work hidden on another stream is in every call."""
         if self.tails[name] and self.null_tails[name]:
-            return min(self.tails[name]) - min(self.null_tails[name])
+            return min(self._steady_tails(name)) - min(self.null_tails[name])
         sync_med = _median(self.sync_samples[name]) if self.sync_samples[name] else None
         return None if sync_med is None else sync_med - self.sync_latency_ms
+
+    def _steady_tails(self, name):
+        """The fn's tails, less those of batches where the host stalled:
+        it took over STEADY_FACTOR x the median (+ STEADY_SLACK_MS) to
+        enqueue the batch, or saw the end event that much later after the
+        timed stream's span than usual. A stalled host lets work hidden
+        on another stream drain while it should queue up or be seen, and
+        the shortest tail would then hide it. Never empty."""
+        tails, enq, lag = self.tails[name], self.enqueue[name], self.lag[name]
+        if not (len(enq) == len(lag) == len(tails)) or len(tails) < 3:
+            return tails
+        lim_e = STEADY_FACTOR * _median(enq) + STEADY_SLACK_MS
+        med_l = _median(lag)
+        lim_l = med_l + abs(med_l) * (STEADY_FACTOR - 1.0) + STEADY_SLACK_MS
+        kept = [t for t, e, g in zip(tails, enq, lag) if e <= lim_e and g <= lim_l]
+        return kept or tails
 
     def _suspect(self, name, median_ms):
         excess = self._excess_ms(name)
@@ -729,6 +805,7 @@ class _EventTimer:
             st["sync_null_ms"] = _median(self.null_samples[name]) \
                 if self.null_samples[name] else None
             st["sync_excess_ms"] = self._excess_ms(name)
+            st["tail_batch"] = self.tail_batch[name]
             st["host_starved"] = self.starved[name]
             st["side_stream_suspect"] = bool(suspect)
             st["method"] = method
@@ -909,6 +986,8 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
     # and the reference a graph's result is checked against
     while ev.reps < min(PROBE_REPS, max_reps):
         ev.step()
+    ev.size_tail_batches({n: _median(host_warm[n]) if host_warm[n] else None
+                          for n in names})
     est = ev.medians()
     chosen, why = _choose(dev, method, est, max_reps, graph_below_ms)
     if chosen == "graph":

@@ -34,5 +34,10 @@ int cli_load_config(const char *explicit_path, struct kb_config *cfg)
 	if (log_open(cfg->log_file))
 		return KB_EXIT_USAGE;
 	log_set_level(cfg->log_level);
+	/* on every start, in every command: what running unconfined costs */
+	if (!cfg->sandbox_enabled)
+		log_warn("the sandbox is off ([sandbox] enabled = false in %s): candidate kernels "
+			 "and operator files run with this user's rights and can read its secrets",
+			 cfg->source ? cfg->source : path);
 	return 0;
 }

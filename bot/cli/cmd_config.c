@@ -1,6 +1,8 @@
 #include "core/common.h"
+#include "verifier/sandbox.h"
 #include "cli/cli.h"
 #include "core/config.h"
+#include "core/util.h"
 
 #include <getopt.h>
 
@@ -22,8 +24,10 @@ static void usage_check(FILE *fp)
 		"usage: kernelbot config check [-c FILE] [--quiet]\n"
 		"\n"
 		"Load the configuration and print it as INI (every key, its effective\n"
-		"value, secrets as ***). The file is FILE, else ./config.ini, else\n"
-		"/etc/kernelbot/config.ini, else the built-in defaults.\n"
+		"value, secrets as ***), then try the sandbox ([sandbox]) on this\n"
+		"machine. The file is FILE, else ./config.ini, else\n"
+		"/etc/kernelbot/config.ini, else the built-in defaults. Exits 2 when\n"
+		"the file is invalid or the sandbox does not work here.\n"
 		"\n"
 		"options:\n"
 		"  -c, --config FILE  the config file to check\n"
@@ -41,6 +45,32 @@ static int bad_option(const char *cmd, char **argv, int opt)
 	if (optopt)
 		return cli_usage_error(cmd, "unknown option '-%c'", optopt);
 	return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+}
+
+/* Whether untrusted code can be contained here: a line on stdout, or an
+ * error naming the cause and the setting. 0, or -1 when it cannot. */
+static int check_sandbox(const struct kb_config *cfg, bool quiet)
+{
+	struct kb_sandbox sb;
+	struct strbuf why = STRBUF_INIT;
+	int rc = -1;
+
+	kb_sandbox_init(&sb);
+	if (kb_sandbox_setup(&sb, cfg))
+		goto out;
+	if (kb_sandbox_probe(&sb, &why)) {
+		error("the sandbox does not work on this machine: %s", why.buf);
+		goto out;
+	}
+	if (!quiet && sb.enabled)
+		printf("# sandbox: works (%s, seccomp %s)\n", sb.bwrap, sb.seccomp ? "on" : "off");
+	else if (!quiet)
+		printf("# sandbox: off: untrusted code runs with this user's rights\n");
+	rc = 0;
+out:
+	strbuf_release(&why);
+	kb_sandbox_release(&sb);
+	return rc;
 }
 
 static int config_check(int argc, char **argv)
@@ -79,6 +109,8 @@ static int config_check(int argc, char **argv)
 	rc = cli_load_config(file, &cfg);
 	if (!rc && !quiet)
 		kb_config_print(&cfg, stdout);
+	if (!rc && check_sandbox(&cfg, quiet))
+		rc = -1;
 	kb_config_release(&cfg);
 	return rc ? KB_EXIT_USAGE : KB_EXIT_OK;
 }

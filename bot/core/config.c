@@ -96,6 +96,16 @@ static const struct cfg_row rows[] = {
 	STR("harness", "cuda_arch", cuda_arch, "auto", CFG_REQUIRED),
 	PATH("harness", "data_dir", data_dir, "", 0),
 
+	BOOL("sandbox", "enabled", sandbox_enabled, "on"),
+	PATH("sandbox", "bwrap", sandbox_bwrap, "bwrap", CFG_REQUIRED),
+	BOOL("sandbox", "seccomp", sandbox_seccomp, "on"),
+	INT("sandbox", "memory_mb", sandbox_memory_mb, "16384", 0, 16777216),
+	INT("sandbox", "file_size_mb", sandbox_file_size_mb, "4096", 0, 16777216),
+	INT("sandbox", "cpu_s", sandbox_cpu_s, "7200", 0, 604800),
+	INT("sandbox", "open_files", sandbox_open_files, "4096", 64, 1048576),
+	INT("sandbox", "processes", sandbox_processes, "1024", 0, 1000000),
+	STR("sandbox", "ro_paths", sandbox_ro_paths, "", 0),
+
 	INT("bench", "warmup", warmup, "5", 0, 10000),
 	INT("bench", "min_time_ms", min_time_ms, "100", 1, 600000),
 	INT("bench", "max_reps", max_reps, "1000", 1, 1000000),

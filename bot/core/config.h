@@ -41,6 +41,17 @@ struct kb_config {
 	char *cuda_arch;              /* "auto" or e.g. "sm_90" */
 	char *data_dir;               /* "" : auto (repo checkout or PREFIX/share/kernelbot) */
 
+	/* [sandbox]: where untrusted code runs (verifier/sandbox.h) */
+	bool sandbox_enabled;
+	char *sandbox_bwrap;          /* bubblewrap */
+	bool sandbox_seccomp;
+	int64_t sandbox_memory_mb;    /* RLIMIT_AS of CPU-only sandboxed processes, 0: none */
+	int64_t sandbox_file_size_mb; /* RLIMIT_FSIZE, 0: none */
+	int64_t sandbox_cpu_s;        /* RLIMIT_CPU, 0: none */
+	int64_t sandbox_open_files;   /* RLIMIT_NOFILE */
+	int64_t sandbox_processes;    /* tasks a sandbox may add, 0: no limit */
+	char *sandbox_ro_paths;       /* comma list of more read-only paths */
+
 	/* [bench]: timing */
 	int64_t warmup;               /* untimed calls before timing */
 	int64_t min_time_ms;          /* keep repeating until this much was measured */

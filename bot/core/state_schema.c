@@ -307,9 +307,26 @@ static const char schema_v3[] =
 	"CREATE INDEX llm_calls_by_search ON llm_calls (search_id);"
 	"CREATE INDEX llm_calls_by_key ON llm_calls (call_key);";
 
+/*
+ * Evidence stops carrying what untrusted processes printed (issue 12):
+ * drop the harness's log_tail, the local operator-log pointer and the
+ * compiler's messages from what earlier versions stored. Reasons stay;
+ * their messages are redacted as they are written from now on.
+ */
+static const char schema_v4[] =
+	"UPDATE candidates SET evidence = json_remove(evidence, '$.log_tail', '$.operator_log',"
+	"  '$.kernelbot.build.errors') WHERE evidence IS NOT NULL;"
+	"UPDATE candidates SET build_info = json_remove(build_info, '$.errors')"
+	"  WHERE build_info IS NOT NULL;"
+	"UPDATE searches SET info = json_remove(info, '$.evidence.log_tail', '$.evidence.operator_log',"
+	"  '$.evidence.kernelbot.build.errors') WHERE info IS NOT NULL;"
+	"UPDATE timings SET value = json_remove(value, '$.log_tail', '$.operator_log',"
+	"  '$.kernelbot.build.errors');";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
 	{ 2, "triggers, webhook events, job progress", schema_v2 },
 	{ 3, "searches: candidates, archive, prompts, history", schema_v3 },
+	{ 4, "evidence without untrusted output", schema_v4 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

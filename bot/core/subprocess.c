@@ -36,8 +36,8 @@ struct child_exec {
 	char *const *sh_argv; /* for ENOEXEC: /bin/sh path args... (execvp does the same) */
 	char *const *envp;
 	const char *dir;
-	int in_fd, out_fd, err_fd, res_fd, status_fd;
-	int res_target;
+	int in_fd, out_fd, err_fd, res_fd, status_fd, extra_fd;
+	int res_target, extra_target;
 	const struct child_process *cp;
 };
 
@@ -88,6 +88,9 @@ void child_process_release(struct child_process *cp)
 	strbuf_release(&cp->out);
 	strbuf_release(&cp->err);
 	strbuf_release(&cp->result);
+	if (cp->extra_fd >= 0)
+		close(cp->extra_fd);
+	cp->extra_fd = -1;
 }
 
 static void env_unset(struct strvec *env, const char *name, size_t len)
@@ -110,7 +113,7 @@ static void env_unset(struct strvec *env, const char *name, size_t len)
 
 static void build_env(const struct child_process *cp, struct strvec *env)
 {
-	for (char **e = environ; e && *e; e++) {
+	for (char **e = cp->clear_env ? NULL : environ; e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 
 		if (!eq)
@@ -236,13 +239,31 @@ static int child_limit(int resource, uint64_t value, uint64_t hard_extra)
 	return setrlimit(resource, &rl);
 }
 
+/* Close [lo, hi] except the (at most two) descriptors in keep. */
+static void close_fds_except(unsigned int lo, unsigned int hi, int keep_a, int keep_b)
+{
+	int k1 = keep_a < keep_b ? keep_a : keep_b, k2 = keep_a < keep_b ? keep_b : keep_a;
+	unsigned int from = lo;
+
+	if (k1 >= (int)lo) {
+		close_fd_range(from, (unsigned int)k1 - 1);
+		from = (unsigned int)k1 + 1;
+	}
+	if (k2 >= (int)from && k2 != k1) {
+		close_fd_range(from, (unsigned int)k2 - 1);
+		from = (unsigned int)k2 + 1;
+	}
+	close_fd_range(from, hi);
+}
+
 static _Noreturn void run_child(const struct child_exec *x)
 {
 	const struct child_process *cp = x->cp;
-	int min_fd = x->res_target >= 3 ? x->res_target + 1 : 3;
+	int top = x->res_target > x->extra_target ? x->res_target : x->extra_target;
+	int min_fd = top >= 3 ? top + 1 : 3;
 	struct sigaction sa;
 	sigset_t none;
-	int status, in, out, err, res = -1;
+	int status, in, out, err, res = -1, extra = -1;
 
 	/* the parent blocked every signal around fork: reset, then unblock */
 	memset(&sa, 0, sizeof(sa));
@@ -265,17 +286,17 @@ static _Noreturn void run_child(const struct child_exec *x)
 	err = x->err_fd >= 0 ? fcntl(x->err_fd, F_DUPFD, min_fd) : out;
 	if (x->res_fd >= 0)
 		res = fcntl(x->res_fd, F_DUPFD, min_fd);
-	if (in < 0 || out < 0 || err < 0 || (x->res_fd >= 0 && res < 0))
+	if (x->extra_fd >= 0)
+		extra = fcntl(x->extra_fd, F_DUPFD, min_fd);
+	if (in < 0 || out < 0 || err < 0 || (x->res_fd >= 0 && res < 0) ||
+	    (x->extra_fd >= 0 && extra < 0))
 		child_fail(status, STAGE_SETUP);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
-	    (res >= 0 && dup2(res, x->res_target) < 0))
+	    (res >= 0 && dup2(res, x->res_target) < 0) ||
+	    (extra >= 0 && dup2(extra, x->extra_target) < 0))
 		child_fail(status, STAGE_SETUP);
-	if (res >= 0) {
-		close_fd_range(3, (unsigned int)x->res_target - 1);
-		close_fd_range((unsigned int)x->res_target + 1, (unsigned int)status - 1);
-	} else {
-		close_fd_range(3, (unsigned int)status - 1);
-	}
+	close_fds_except(3, (unsigned int)status - 1, res >= 0 ? x->res_target : -1,
+			 extra >= 0 ? x->extra_target : -1);
 	close_fd_range((unsigned int)status + 1, ~0u);
 
 	if (x->dir && chdir(x->dir))
@@ -283,7 +304,8 @@ static _Noreturn void run_child(const struct child_exec *x)
 	if (child_limit(RLIMIT_AS, cp->rlimit_as_bytes, 0) ||
 	    child_limit(RLIMIT_CPU, cp->rlimit_cpu_s, 1) ||
 	    child_limit(RLIMIT_FSIZE, cp->rlimit_fsize_bytes, 0) ||
-	    child_limit(RLIMIT_NOFILE, cp->rlimit_nofile, 0))
+	    child_limit(RLIMIT_NOFILE, cp->rlimit_nofile, 0) ||
+	    child_limit(RLIMIT_NPROC, cp->rlimit_nproc, 0))
 		child_fail(status, STAGE_RLIMIT);
 	/* a crashing kernel must not litter its working directory with cores */
 	if (!cp->keep_core_dumps) {
@@ -546,6 +568,9 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	prog = cp->args.v[0];
 	if (cp->result_fd_child < 0 || (cp->result_fd_child > 0 && cp->result_fd_child < 3))
 		return error("result descriptor %d for '%s' is not 3 or more", cp->result_fd_child, prog);
+	if (cp->extra_fd >= 0 && (cp->extra_fd_child < 3 || cp->extra_fd_child == cp->result_fd_child))
+		return error("extra descriptor %d for '%s' is not 3 or more, or is the result descriptor",
+			     cp->extra_fd_child, prog);
 	if (kb_stop_requested()) {
 		cp->cancelled = true;
 		return KB_ECANCELLED;
@@ -588,6 +613,8 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	x.err_fd = cp->err_to_out ? -1 : err_pipe[1];
 	x.res_fd = res_pipe[1];
 	x.res_target = cp->result_fd_child;
+	x.extra_fd = cp->extra_fd;
+	x.extra_target = cp->extra_fd >= 0 ? cp->extra_fd_child : -1;
 	x.status_fd = status_pipe[1];
 	x.cp = cp;
 

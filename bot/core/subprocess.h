@@ -63,6 +63,7 @@ struct child_process {
 	struct strvec args;      /* argv[0] is looked up in PATH when it has no '/' */
 	struct strvec env;       /* additions/overrides/removals to the child's env */
 	bool inherit_env;        /* true: start from our full environment (still minus registered secrets' values) */
+	bool clear_env;          /* true: start from an empty environment (only cp->env; the sandbox) */
 	const char *dir;         /* working directory, NULL: ours */
 	const char *in;          /* bytes written to stdin (NULL: /dev/null) */
 	size_t in_len;
@@ -75,6 +76,7 @@ struct child_process {
 	uint64_t rlimit_cpu_s;
 	uint64_t rlimit_fsize_bytes;
 	uint64_t rlimit_nofile;
+	uint64_t rlimit_nproc;
 	bool keep_core_dumps;    /* default: RLIMIT_CORE 0 in the child */
 	/* An extra pipe the child writes results to: when set, the child gets
 	 * the write end as descriptor result_fd_child (e.g. 3) and KB_RESULT_FD
@@ -85,6 +87,11 @@ struct child_process {
 	 * finish_command, what no child_read_line took. */
 	int result_fd_child;     /* 0: no result pipe */
 	size_t result_cap;
+	/* One more descriptor the child inherits, as extra_fd_child (above 2
+	 * and not result_fd_child), e.g. a seccomp program for bwrap. cp owns
+	 * extra_fd: child_process_release closes it. -1: none. */
+	int extra_fd;
+	int extra_fd_child;
 	/* start_command: stdin stays a pipe (cp.in first, then child_write)
 	 * until finish_command; without it stdin closes once cp.in is written.
 	 * start_command copies cp.in: it need not outlive the call. */
@@ -105,13 +112,14 @@ struct child_process {
 
 	/* while a start_command child runs (until finish_command): */
 	pid_t pid;               /* its pid, also its process group id; 0 otherwise */
+	pid_t started_pid;       /* the pid of the last child started, kept after it ended */
 	int in_fd;               /* our non-blocking write end of its stdin, -1 once closed;
 	                          * for poll() and the like: write with child_write */
 	struct child_state *state; /* private */
 };
 
 #define CHILD_PROCESS_INIT { .args = STRVEC_INIT, .env = STRVEC_INIT, \
-	.out = STRBUF_INIT, .err = STRBUF_INIT, .result = STRBUF_INIT, .in_fd = -1 }
+	.out = STRBUF_INIT, .err = STRBUF_INIT, .result = STRBUF_INIT, .in_fd = -1, .extra_fd = -1 }
 
 void child_process_init(struct child_process *cp);
 /* Frees args, env and the captured buffers; a started child still running

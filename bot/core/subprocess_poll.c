@@ -107,6 +107,7 @@ void child_state_attach(struct child_process *cp, pid_t pid, int64_t start,
 #endif
 	cp->state = st;
 	cp->pid = pid;
+	cp->started_pid = pid;
 	cp->in_fd = in_fd;
 	/* nothing queued and nothing more to come: EOF at once */
 	if (!st->inq.len && !st->keep_in)

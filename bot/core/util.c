@@ -270,3 +270,20 @@ bool kb_is_dir(const char *path)
 
 	return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
+
+int kb_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

@@ -51,6 +51,8 @@ int kb_parse_double(const char *s, double *out);
 int kb_mkdir_p(const char *path, mode_t mode);
 /* rm -rf; 0 when the path no longer exists. */
 int kb_rm_rf(const char *path);
+/* Write all len bytes to fd, retrying on EINTR and short writes. 0 or -1 (errno set). */
+int kb_write_all(int fd, const void *buf, size_t len);
 /* Write a whole file atomically (temp file + fsync + rename). */
 int kb_write_file_atomic(const char *path, const void *data, size_t len);
 /* True when path names an existing regular file / directory. */

@@ -34,21 +34,6 @@ static bool safe_name(const char *name)
 	       !strchr(name, '/');
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 struct export {
 	git_repository *repo;
 	const char *dest;
@@ -90,7 +75,7 @@ static int export_entry(const char *root, const git_tree_entry *entry, void *pay
 		x->rc = error_errno("could not create '%s'", x->path.buf);
 		goto out;
 	}
-	if (write_all(fd, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob))) {
+	if (kb_write_all(fd, git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob))) {
 		x->rc = error_errno("could not write '%s'", x->path.buf);
 		goto out;
 	}

@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/signals.h"
 #include "core/util.h"
 #include "git/git.h"
@@ -463,8 +464,12 @@ static void finish(struct kb_jobs *j, struct runner *r, enum kb_job_state final,
 	strbuf_reset(&r->stage);
 	strbuf_addstr(&r->stage, "finished");
 	strbuf_reset(&r->error);
-	if (err)
+	/* shown in comments and the step summary, stored with the job: it may
+	 * quote the child's log, which quotes reasons and model replies */
+	if (err) {
 		strbuf_addstr(&r->error, err);
+		kb_redact(&r->error, KB_REDACT_MESSAGE_MAX);
+	}
 	if (jpub_progress(j, r, true))
 		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
 	if (jpub_status(j, r))
@@ -483,14 +488,14 @@ static void finish(struct kb_jobs *j, struct runner *r, enum kb_job_state final,
 	if (!kb_state_begin(j->st)) {
 		if (jdb_run(j->st, NULL, "UPDATE jobs SET result = json(?), best_speedup = ? WHERE id = ?",
 			    "tdi", result.buf, r->best, r->job.id) ||
-		    kb_state_job_set_state(j->st, r->job.id, final, "finished", err))
+		    kb_state_job_set_state(j->st, r->job.id, final, "finished", err ? r->error.buf : NULL))
 			kb_state_rollback(j->st);
 		else
 			kb_state_commit(j->st);
 	}
 	log_info("job %" PRId64 ": %s (%s#%" PRId64 " %s)%s%s", r->job.id, kb_job_state_name(final),
 		 r->trig.repo, r->job.pr_number, r->job.operator_path, err ? ": " : "",
-		 err ? err : "");
+		 r->error.buf);
 	r->done = true;
 	strbuf_release(&result);
 }

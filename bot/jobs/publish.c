@@ -392,6 +392,11 @@ static int read_results(struct runner *r, struct rfiles *fs)
 	if (walk(fs, r->out.buf, "", 0))
 		return -1;
 	qsort(fs->v, fs->nr, sizeof(*fs->v), cmp_rfile);
+	/* the last line of defence: a registered secret never leaves in a commit */
+	for (size_t i = 0; i < fs->nr; i++)
+		if (log_contains_secret(fs->v[i].data.buf))
+			return error("job %" PRId64 ": '%s' in the result holds a secret; nothing is published",
+				     r->job.id, fs->v[i].rel);
 	for (size_t i = 0; i < fs->nr; i++)
 		if (!strncmp(fs->v[i].rel, "kernel.c", 8))
 			return 0;

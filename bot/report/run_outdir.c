@@ -1,7 +1,9 @@
 #include "core/common.h"
 #include "report/run_report.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/util.h"
+#include "verifier/evidence.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -186,6 +188,9 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	kj = cJSON_Duplicate(o->kernel_json, true);
 	if (!kj)
 		die("out of memory");
+	/* committed with the kernel: no compiler text, every string redacted */
+	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(kj, "build"), "errors");
+	kb_redact_json(kj, KB_REDACT_FIELD_MAX);
 	tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
 	if (cJSON_IsObject(tuning)) {
 		cJSON_DeleteItemFromObjectCaseSensitive(tuning, "cut_short");
@@ -198,6 +203,7 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	ev = cJSON_Duplicate(o->report.evidence, true);
 	if (!ev)
 		die("out of memory");
+	kb_evidence_scrub(ev);
 	kb = cJSON_GetObjectItemCaseSensitive(ev, "kernelbot");
 	kernel = cJSON_GetObjectItemCaseSensitive(kb, "kernel");
 	if (cJSON_IsObject(kernel)) {

@@ -2,6 +2,7 @@
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/redact.h"
 #include "core/signals.h"
 #include "core/state.h"
 #include "core/util.h"
@@ -61,10 +62,8 @@ void srch_diagnose(struct srch *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
-	if (sb.len > 300) {
-		strbuf_setlen(&sb, 297);
-		strbuf_addstr(&sb, "...");
-	}
+	/* reasons and model replies, bound for the meta-prompt and the database */
+	kb_redact(&sb, 300);
 	if (s->diagnoses.nr == MAX_DIAGNOSES) {
 		/* keep the most recent ones */
 		free((char *)s->diagnoses.v[0]);
@@ -496,7 +495,6 @@ static int plant_seeds(struct srch *s)
 			const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
 
 			c->evidence = cJSON_Duplicate(sd->evidence, true);
-			cJSON_DeleteItemFromObjectCaseSensitive(c->evidence, "log_tail");
 			c->speedup_compile = cJSON_IsNumber(gc) ? gc->valuedouble : NAN;
 			if (cJSON_IsObject(build))
 				c->build_info = cJSON_Duplicate(build, true);

@@ -2,6 +2,7 @@
 #include "search/search_db.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/state.h"
 #include "core/util.h"
 #include "llm/llm.h"
@@ -170,6 +171,31 @@ static void bind_json_or_null(sqlite3_stmt *stmt, int i, const cJSON *j)
 	if (!text)
 		die("out of memory");
 	sqlite3_bind_text(stmt, i, text, -1, free);
+}
+
+enum stored { STORED_PLAIN, STORED_EVIDENCE, STORED_BUILD, STORED_INFO };
+
+/*
+ * Bind what a candidate's or a search's outcome may keep long-term: every
+ * string redacted, and none of the output of untrusted processes
+ * (kb_evidence_scrub; a build object's compiler errors). The search keeps
+ * the unscrubbed objects in memory, for its repair prompts.
+ */
+static void bind_stored(sqlite3_stmt *stmt, int i, const cJSON *j, enum stored kind)
+{
+	cJSON *copy = j ? cJSON_Duplicate(j, true) : NULL;
+
+	if (j && !copy)
+		die("out of memory");
+	if (kind == STORED_EVIDENCE)
+		kb_evidence_scrub(copy);
+	else if (kind == STORED_BUILD)
+		cJSON_DeleteItemFromObjectCaseSensitive(copy, "errors");
+	else if (kind == STORED_INFO)
+		kb_evidence_scrub(cJSON_GetObjectItemCaseSensitive(copy, "evidence"));
+	kb_redact_json(copy, KB_REDACT_FIELD_MAX);
+	bind_json_or_null(stmt, i, copy);
+	cJSON_Delete(copy);
 }
 
 static char *col_strdup(sqlite3_stmt *stmt, int i)
@@ -345,7 +371,7 @@ int kb_search_db_set_state(struct kb_state *st, int64_t id, const char *state, c
 		return -1;
 	sqlite3_bind_int64(stmt, 1, id);
 	sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
-	bind_json_or_null(stmt, 3, info);
+	bind_stored(stmt, 3, info, STORED_INFO);
 	sqlite3_bind_double(stmt, 4, wall_s);
 	sqlite3_bind_int64(stmt, 5, now);
 	if (strcmp(state, "running"))
@@ -423,16 +449,16 @@ static int cand_id_by_hash(struct kb_state *st, int64_t search_id, const char *h
 static void bind_outcome(sqlite3_stmt *stmt, int first, const struct kb_search_cand *c)
 {
 	sqlite3_bind_text(stmt, first, c->verdict, -1, SQLITE_STATIC);
-	bind_json_or_null(stmt, first + 1, c->reasons);
+	bind_stored(stmt, first + 1, c->reasons, STORED_PLAIN);
 	bind_real_or_null(stmt, first + 2, c->speedup);
 	bind_real_or_null(stmt, first + 3, c->speedup_compile);
-	bind_json_or_null(stmt, first + 4, c->evidence);
+	bind_stored(stmt, first + 4, c->evidence, STORED_EVIDENCE);
 	if (c->cell >= 0)
 		sqlite3_bind_int(stmt, first + 5, c->cell);
 	else
 		sqlite3_bind_null(stmt, first + 5);
-	bind_json_or_null(stmt, first + 6, c->build_info);
-	bind_json_or_null(stmt, first + 7, c->verifiers);
+	bind_stored(stmt, first + 6, c->build_info, STORED_BUILD);
+	bind_stored(stmt, first + 7, c->verifiers, STORED_PLAIN);
 }
 
 int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_search_cand *c)

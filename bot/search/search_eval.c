@@ -253,8 +253,6 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 	c->build_info = cJSON_IsObject(build) ? cJSON_Duplicate(build, true) : NULL;
 	cJSON_Delete(c->evidence);
 	c->evidence = cJSON_Duplicate(ev, true);
-	if (!strcmp(c->verdict, "verified"))
-		cJSON_DeleteItemFromObjectCaseSensitive(c->evidence, "log_tail");
 	kb_behavior_score(c->source, s->o->backend, &b);
 	c->cell = kb_behavior_cell(&b);
 	if (kb_search_db_cand_update(s->st, c))

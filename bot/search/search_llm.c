@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "search/search_priv.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/signals.h"
 #include "core/util.h"
 #include "search/behavior.h"
@@ -446,8 +447,7 @@ void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struc
 		strbuf_addstr(failure_kind, "it did not compile");
 		if (errors && *errors) {
 			strbuf_addstr(out, errors);
-			strbuf_trim(out);
-			return;
+			goto out;
 		}
 	} else if (!strcmp(c->verdict, "static")) {
 		strbuf_addstr(failure_kind, "the static checks refused it before building");
@@ -477,5 +477,8 @@ void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struc
 	}
 	if (!out->len)
 		strbuf_addf(out, "verdict %s\n", c->verdict);
+out:
+	/* compiler and harness text goes to a model: redacted whatever its path here */
+	kb_redact(out, KB_REDACT_FIELD_MAX);
 	strbuf_trim(out);
 }

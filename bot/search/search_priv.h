@@ -123,7 +123,10 @@ void srch_evidence_text(const struct kb_search_cand *c, struct strbuf *out);
 void srch_resources_text(const struct srch *s, const struct kb_search_cand *c, struct strbuf *out);
 /* Profiler-style hints from the evidence and the resources, one per line ("" when none). */
 void srch_hints_text(const struct srch *s, const struct kb_search_cand *c, struct strbuf *out);
-/* What went wrong with a failed candidate, for a repair prompt; failure_kind gets a short phrase. */
+/*
+ * What went wrong with a failed candidate, for a repair prompt (redacted,
+ * core/redact.h: compiler and harness text); failure_kind gets a short phrase.
+ */
 void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struct strbuf *failure_kind);
 /* The kernel code of a reply into out; 0, or -1 with why (nothing logged). */
 int srch_extract(const char *reply, struct strbuf *out, struct strbuf *why);

@@ -3,6 +3,7 @@
 #include "templates/template.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/redact.h"
 #include "core/signals.h"
 #include "core/state.h"
 #include "core/strvec.h"
@@ -400,9 +401,14 @@ int kb_timings_put(struct kb_state *st, const char *key, const cJSON *value)
 {
 	sqlite3 *db = kb_state_db(st);
 	sqlite3_stmt *stmt = NULL;
-	char *text = cJSON_PrintUnformatted(value);
+	cJSON *kept = cJSON_Duplicate(value, true);
+	char *text;
 	int rc = -1;
 
+	/* evidence among the values: nothing untrusted processes printed is kept */
+	kb_evidence_scrub(kept);
+	text = kept ? cJSON_PrintUnformatted(kept) : NULL;
+	cJSON_Delete(kept);
 	if (!text)
 		die("out of memory");
 	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO timings (key, value, updated_at) "
@@ -557,7 +563,8 @@ static bool has_check(const cJSON *ev, const char *check)
 static void set_reason(struct kb_tune_point *p, const char *reason)
 {
 	free(p->reason);
-	p->reason = reason ? xstrdup(reason) : NULL;
+	/* a compiler's line or a harness message: cached, shown in the report */
+	p->reason = reason ? kb_redact_str(reason, KB_REDACT_MESSAGE_MAX) : NULL;
 }
 
 static cJSON *point_to_json(const struct kb_tune_point *p)
@@ -930,6 +937,7 @@ static int evaluate_batch(struct tuner *tn, const size_t *batch, size_t n)
 		goto dups;
 	/* python and torch load in the worker while the compiler works */
 	if (tn->vf->worker) {
+		kb_harness_worker_see(tn->vf->worker, tn->o->operator_path);
 		rc = kb_harness_worker_start(tn->vf->worker, tn->backend);
 		if (rc)
 			goto out;
@@ -1022,7 +1030,6 @@ static int describe(struct tuner *tn)
 			tn->o->operator_path, sb.buf);
 		goto out;
 	}
-	cJSON_DeleteItemFromObjectCaseSensitive(ev, "log_tail");
 	cJSON_DeleteItemFromObjectCaseSensitive(ev, "nonce");
 	if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ev, "analysis")) && kb_timings_put(tn->st, key.buf, ev))
 		log_warn("the analysis of '%s' was not cached", tn->o->operator_path);

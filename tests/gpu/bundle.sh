@@ -2,7 +2,8 @@
 # make gpu-bundle: copy into BUILD/gpu-libs every shared library BUILD/kernelbot
 # needs (ldd's whole closure) except the C runtime (glibc, libstdc++,
 # libgcc_s), which every runner has and which must match its own loader.
-# Symlinks are dereferenced: the files are stored under their soname.
+# bubblewrap (the sandbox) goes to BUILD/gpu-bin with its libraries in
+# gpu-libs. Symlinks are dereferenced: the files are stored under their soname.
 # tests/gpu/run_on_runner.sh puts on LD_LIBRARY_PATH only those of them
 # the runner lacks. Also checks BUILD/include/dlpack/dlpack.h is there.
 set -eu
@@ -18,8 +19,14 @@ if ldd "$bin" | grep -q 'not found'; then
 	ldd "$bin" | grep 'not found' >&2
 	exit 2
 fi
+# the sandbox's bubblewrap travels too (the runner may not have it), in gpu-bin/
+bwrap=$(command -v bwrap || true)
+[ -n "$bwrap" ] || { echo "gpu-bundle: bwrap is not installed (apt-get install bubblewrap)" >&2; exit 2; }
+rm -rf "$build/gpu-bin"
+mkdir -p "$build/gpu-bin"
+cp -L "$bwrap" "$build/gpu-bin/bwrap"
 n=0
-for path in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// { print $1 "=" $3 }'); do
+for path in $( (ldd "$bin"; ldd "$bwrap") | awk '$2 == "=>" && $3 ~ /^\// { print $1 "=" $3 }' | sort -u); do
 	soname=${path%%=*}
 	file=${path#*=}
 	case "$soname" in

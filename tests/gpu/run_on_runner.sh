@@ -47,11 +47,29 @@ if [ -d "$libs" ]; then
 		say "binary does not start with those alone: all of $libs on LD_LIBRARY_PATH"
 	fi
 fi
+# the sandbox's bubblewrap, carried, where the runner has none
+if ! command -v bwrap >/dev/null 2>&1 && [ -x "$build/gpu-bin/bwrap" ]; then
+	export PATH="$build/gpu-bin:$PATH"
+	say "bwrap from $build/gpu-bin"
+fi
 if ! v=$("$build/kernelbot" --version 2>&1); then
 	echo "run_on_runner: '$build/kernelbot --version' failed:" >&2
 	echo "$v" >&2
 	ldd "$build/kernelbot" >&2
 	exit 2
+fi
+# the sandbox must work here; where it does not, say why in full and run
+# the suites unsandboxed (KB_TEST_SANDBOX=off), so the rest is still measured
+if sbx=$("$build/kernelbot" config check 2>&1); then
+	say "sandbox: $(echo "$sbx" | grep '^# sandbox')"
+else
+	say "SANDBOX DOES NOT WORK ON THIS RUNNER: $(echo "$sbx" | grep -i sandbox | tail -n 3)"
+	say "bwrap: $(command -v bwrap) $(bwrap --version 2>&1); uid $(id -u); userns max $(cat /proc/sys/user/max_user_namespaces 2>&1)"
+	for t in "--unshare-user" "--unshare-pid" "--unshare-net" "--unshare-ipc"; do
+		bwrap $t --ro-bind / / true >/dev/null 2>&1; say "  bwrap $t: exit $?: $(bwrap $t --ro-bind / / true 2>&1 | head -n 1)"
+	done
+	export KB_TEST_SANDBOX=off
+	say "GPU suites run UNSANDBOXED ([sandbox] enabled = false in their configs)"
 fi
 say "$v; nvcc: $(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || echo MISSING)"
 py=$(sh tests/find_python.sh --torch-only)

@@ -93,6 +93,8 @@ def env(workdir):
                 "[templates]\nmax_points = 2\nexhaustive_limit = 1\nrefine_rounds = 1\n"
                 % (os.path.join(d, "state"), os.environ.get("KERNELBOT_PYTHON") or sys.executable,
                    BACKEND))
+        if os.environ.get("KB_TEST_SANDBOX") == "off":  # see tests/gpu/run_on_runner.sh
+            f.write("[sandbox]\nenabled = false\n")
     e = {"dir": d, "config": cfg, "runs": {}}
     workers = int(os.environ.get("KB_GPU_TEMPLATES_JOBS") or 0) or \
         (GPU_JOBS if BACKEND == "cuda" else max(1, (os.cpu_count() or 2) // 2))

@@ -1,10 +1,14 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/state.h"
 #include "core/strbuf.h"
 #include "core/util.h"
+#include "search/search_db.h"
+#include "templates/tune.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_client.h"
+#include "verifier/harness_log.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -48,6 +52,10 @@ static int setup(void **state)
 	cfg.state_dir = xstrdup(f->dir);
 	cfg.timeout_s = 20;
 	cfg.memory_limit_mb = 1024;
+	/* protocol mechanics against a stand-in harness that reports its own
+	 * pid and writes marks outside its dir: the sandbox is tested in
+	 * test_sandbox.c and tests/python/test_sandbox_hostile.py */
+	cfg.sandbox_enabled = false;
 	kb_harness_init(&f->h);
 	assert_int_equal(kb_harness_setup(&f->h, &cfg, "/usr/bin/false", "/nonexistent.py"), 0);
 	xsnprintf(f->tmp_root, sizeof(f->tmp_root), "%s/tmp", f->dir);
@@ -121,6 +129,32 @@ static int reason_int(const cJSON *ev, const char *key)
 	return cJSON_IsNumber(it) ? it->valueint : -1;
 }
 
+/*
+ * The operator's log the evidence points to: a private file in the
+ * private <state_dir>/logs/harness; its text into text.
+ */
+static void read_oplog(const struct fixture *f, const cJSON *ev, struct strbuf *text)
+{
+	const cJSON *p = cJSON_GetObjectItem(ev, "operator_log");
+	struct strbuf dir = STRBUF_INIT;
+	struct stat st;
+	char *real = realpath(f->dir, NULL);
+
+	assert_true(cJSON_IsString(p));
+	assert_non_null(real);
+	strbuf_addf(&dir, "%s/logs/harness/", real);
+	assert_true(!strncmp(p->valuestring, dir.buf, dir.len));
+	assert_int_equal(stat(p->valuestring, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	strbuf_setlen(&dir, dir.len - 1);
+	assert_int_equal(stat(dir.buf, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	strbuf_reset(text);
+	assert_int_equal(strbuf_read_file(text, p->valuestring, 0), 0);
+	free(real);
+	strbuf_release(&dir);
+}
+
 /* A well-behaved harness that also checks what the client gave it. */
 static const char good_script[] =
 	"read nonce\n"
@@ -145,8 +179,8 @@ static void test_good_record(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	cJSON *ev = NULL;
-	const cJSON *tail;
 
 	use_script(f, good_script);
 	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, &info), 0);
@@ -156,10 +190,13 @@ static void test_good_record(void **state)
 	/* cpu backend: RLIMIT_AS from memory_limit_mb (in KiB for ulimit -v) */
 	assert_string_equal(cJSON_GetObjectItem(ev, "mem")->valuestring, "1048576");
 	assert_null(cJSON_GetObjectItem(ev, "nonce"));
-	tail = cJSON_GetObjectItem(ev, "log_tail");
-	assert_true(cJSON_IsString(tail));
-	assert_non_null(strstr(tail->valuestring, "a log line on stdout"));
-	assert_non_null(strstr(tail->valuestring, "a log line on stderr"));
+	/* what it printed is not evidence: it is in the operator's log */
+	assert_null(cJSON_GetObjectItem(ev, "log_tail"));
+	read_oplog(f, ev, &log);
+	assert_non_null(strstr(log.buf, "--- stdout: 21 bytes captured ---\na log line on stdout\n"));
+	assert_non_null(strstr(log.buf, "--- stderr: 21 bytes captured ---\na log line on stderr\n"));
+	assert_non_null(strstr(log.buf, "verdict: verified\n"));
+	assert_non_null(strstr(log.buf, "mode: verify\n"));
 	assert_int_equal(info.exit_code, 0);
 	assert_int_equal(info.records, 2);
 	assert_int_equal(info.ignored, 0);
@@ -171,6 +208,7 @@ static void test_good_record(void **state)
 	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, &info), 0);
 	assert_string_equal(cJSON_GetObjectItem(ev, "mem")->valuestring, "unlimited");
 	cJSON_Delete(ev);
+	strbuf_release(&log);
 }
 
 static void test_wrong_nonce_ignored(void **state)
@@ -217,6 +255,7 @@ static void test_crash(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	cJSON *ev = NULL;
 
 	use_script(f,
@@ -229,8 +268,13 @@ static void test_crash(void **state)
 	assert_string_equal(kb_evidence_verdict(ev), "rejected");
 	assert_string_equal(reason_field(ev, "check"), "crash");
 	assert_non_null(strstr(reason_field(ev, "message"), "SIGSEGV"));
-	assert_non_null(strstr(reason_field(ev, "message"), "illegal memory access"));
 	assert_non_null(strstr(reason_field(ev, "message"), "candidate"));
+	/* its stderr is the operator's to read, not the evidence's */
+	assert_null(strstr(reason_field(ev, "message"), "illegal memory access"));
+	read_oplog(f, ev, &log);
+	assert_non_null(strstr(log.buf, "Fatal: illegal memory access in kb_forward\n"));
+	assert_non_null(strstr(log.buf, "verdict: rejected (crash)\n"));
+	assert_non_null(strstr(log.buf, "process: exit code 139\n"));
 	assert_int_equal(reason_int(ev, "config"), 2);
 	assert_int_equal(reason_int(ev, "seed"), 1);
 	assert_int_equal(info.exit_code, 128 + 11);
@@ -242,6 +286,7 @@ static void test_crash(void **state)
 	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, NULL), 0);
 	assert_string_equal(kb_evidence_verdict(ev), "verified");
 	cJSON_Delete(ev);
+	strbuf_release(&log);
 }
 
 static void test_exit_code_and_verdict_then_crash(void **state)
@@ -253,7 +298,7 @@ static void test_exit_code_and_verdict_then_crash(void **state)
 	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, NULL), 0);
 	assert_string_equal(reason_field(ev, "check"), "crash");
 	assert_non_null(strstr(reason_field(ev, "message"), "exited with code 3"));
-	assert_non_null(strstr(reason_field(ev, "message"), "Traceback: boom"));
+	assert_null(strstr(reason_field(ev, "message"), "Traceback: boom"));
 	cJSON_Delete(ev);
 
 	/* a verified record, then death: still rejected, the crash among the reasons */
@@ -267,11 +312,12 @@ static void test_exit_code_and_verdict_then_crash(void **state)
 	assert_non_null(strstr(reason_field(ev, "message"), "SIGABRT"));
 	cJSON_Delete(ev);
 
-	/* exit 0 and nothing said */
+	/* exit 0 and nothing said (nor printed: no operator log) */
 	use_script(f, "read nonce\nexit 0\n");
 	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, NULL), 0);
 	assert_string_equal(reason_field(ev, "check"), "harness");
 	assert_string_equal(reason_field(ev, "message"), "no verdict");
+	assert_null(cJSON_GetObjectItem(ev, "operator_log"));
 	cJSON_Delete(ev);
 }
 
@@ -302,8 +348,8 @@ static void test_huge_stdout_capped(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	cJSON *ev = NULL;
-	const cJSON *tail;
 
 	f->h.log_cap = 64 * 1024;
 	use_script(f,
@@ -316,10 +362,217 @@ static void test_huge_stdout_capped(void **state)
 	assert_string_equal(kb_evidence_verdict(ev), "verified");
 	assert_true(info.out_truncated);
 	assert_true(info.out_bytes <= 64 * 1024);
-	tail = cJSON_GetObjectItem(ev, "log_tail");
-	assert_true(cJSON_IsString(tail));
-	assert_true(strlen(tail->valuestring) < 8 * 1024);
+	assert_null(cJSON_GetObjectItem(ev, "log_tail"));
+	/* the operator's log keeps the last KB_HARNESS_LOG_KEEP bytes of what was captured */
+	read_oplog(f, ev, &log);
+	assert_true(log.len > KB_HARNESS_LOG_KEEP);
+	assert_true(log.len < KB_HARNESS_LOG_KEEP + 1024);
+	assert_non_null(strstr(log.buf, "later ones dropped"));
+	assert_non_null(strstr(log.buf, "earlier bytes not kept]\nxxxx"));
 	cJSON_Delete(ev);
+	strbuf_release(&log);
+}
+
+/* --- untrusted output: kept from evidence, database and files, redacted for the operator --- */
+
+#define SECRET "kbRegistered-Secret-8c1f2e7d9a"
+#define GH_TOKEN "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+/*
+ * A harness that prints a registered secret and a GitHub token on stdout
+ * and stderr (after a flood), and puts both into its reasons, a config
+ * name, a note and a dropped config's reason.
+ */
+static const char leaky_script[] =
+	"read nonce\n"
+	"S=" SECRET "\n"
+	"T=" GH_TOKEN "\n"
+	"echo \"stdout: $S $T\"\n"
+	"printf '\\033[31mred\\033[0m\\n'\n"
+	"head -c 200000 /dev/zero | tr '\\0' y >&2\n"
+	"echo >&2\n"
+	"echo \"stderr: token=$T secret=$S\" >&2\n"
+	"echo \"{\\\"nonce\\\":\\\"$nonce\\\",\\\"type\\\":\\\"result\\\",\\\"protocol\\\":1,\\\"verdict\\\":\\\"rejected\\\","
+	"\\\"reasons\\\":[{\\\"check\\\":\\\"kernel_error\\\",\\\"config\\\":0,\\\"seed\\\":0,"
+	"\\\"message\\\":\\\"RuntimeError: $S and $T\\\",\\\"count\\\":1}],"
+	"\\\"configs\\\":[{\\\"index\\\":0,\\\"name\\\":\\\"$T\\\",\\\"notes\\\":[\\\"Authorization: Bearer abcdefghijkl0123\\\"]}],"
+	"\\\"dropped_configs\\\":[{\\\"name\\\":\\\"seven\\\",\\\"reason\\\":\\\"ValueError: $S\\\"}],"
+	"\\\"log_tail\\\":\\\"$S\\\"}\" >&3\n";
+
+static bool holds(const char *buf, size_t len, const char *needle)
+{
+	return memmem(buf, len, needle, strlen(needle)) != NULL;
+}
+
+/* Every byte of every file under dir (the database, its WAL and shm). */
+static void read_tree(const char *dir, struct strbuf *all)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		struct strbuf path = STRBUF_INIT;
+
+		if (de->d_name[0] == '.')
+			continue;
+		strbuf_addf(&path, "%s/%s", dir, de->d_name);
+		if (kb_is_dir(path.buf))
+			read_tree(path.buf, all);
+		else
+			assert_true(strbuf_read_file(all, path.buf, 0) >= 0);
+		strbuf_release(&path);
+	}
+	closedir(d);
+}
+
+/* What the search and the tuner store of this evidence, in a fresh state database under f->dir. */
+static void store_everywhere(const struct fixture *f, const cJSON *ev, struct strbuf *db_bytes)
+{
+	struct kb_search_row row = { 0 };
+	struct kb_search_cand c;
+	struct kb_state *st = NULL;
+	struct strbuf dir = STRBUF_INIT;
+	cJSON *info = cJSON_CreateObject(), *build;
+
+	strbuf_addf(&dir, "%s/state", f->dir);
+	assert_int_equal(kb_state_open(&st, dir.buf), 0);
+	row.key = xstrdup("untrusted-output");
+	row.operator_path = xstrdup("op.py");
+	row.backend = xstrdup("cpu");
+	row.pass = xstrdup("forward");
+	assert_int_equal(kb_search_db_create(st, &row), 0);
+
+	kb_search_cand_init(&c);
+	c.proposer = xstrdup("repair");
+	c.source = xstrdup("int kb_forward(void);");
+	c.backend = xstrdup("cpu");
+	kb_strlcpy(c.hash, "0123456789abcdef", sizeof(c.hash));
+	kb_strlcpy(c.verdict, "rejected", sizeof(c.verdict));
+	c.evidence = cJSON_Duplicate(ev, true);
+	c.reasons = cJSON_Duplicate(cJSON_GetObjectItem(ev, "reasons"), true);
+	/* the search keeps compiler text in memory for its repair prompts, not in the store */
+	build = cJSON_AddObjectToObject(cJSON_AddObjectToObject(c.evidence, "kernelbot"), "build");
+	cJSON_AddStringToObject(build, "errors", "kernel.cu:3: error: '" GH_TOKEN "' undeclared");
+	c.build_info = cJSON_Duplicate(build, true);
+	assert_int_equal(kb_search_db_cand_insert(st, row.id, &c), 0);
+	cJSON_AddItemToObject(info, "evidence", cJSON_Duplicate(c.evidence, true));
+	assert_int_equal(kb_search_db_set_state(st, row.id, "done", info, 1.0), 0);
+	assert_int_equal(kb_timings_put(st, "final|untrusted-output", c.evidence), 0);
+	kb_state_close(st);
+
+	read_tree(dir.buf, db_bytes);
+	assert_true(db_bytes->len > 0);
+	assert_true(holds(db_bytes->buf, db_bytes->len, "RuntimeError: *** and ***"));
+	cJSON_Delete(info);
+	kb_search_cand_release(&c);
+	kb_search_row_release(&row);
+	strbuf_release(&dir);
+}
+
+static void test_untrusted_output_contained(void **state)
+{
+	struct fixture *f = *state;
+	struct strbuf log = STRBUF_INIT, file = STRBUF_INIT, db = STRBUF_INIT, path = STRBUF_INIT;
+	const cJSON *cfg0;
+	cJSON *ev = NULL, *scrubbed;
+	char *text;
+
+	log_add_secret(SECRET);
+	use_script(f, leaky_script);
+	assert_int_equal(kb_harness_call(&f->h, f->request, &ev, NULL), 0);
+	assert_string_equal(kb_evidence_verdict(ev), "rejected");
+
+	/* the evidence: the judge's findings, redacted; no raw output */
+	text = cJSON_PrintUnformatted(ev);
+	assert_null(strstr(text, SECRET));
+	assert_null(strstr(text, GH_TOKEN));
+	assert_null(strstr(text, "stdout:"));
+	assert_null(cJSON_GetObjectItem(ev, "log_tail"));
+	assert_string_equal(reason_field(ev, "message"), "RuntimeError: *** and ***");
+	cfg0 = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "configs"), 0);
+	assert_string_equal(cJSON_GetObjectItem(cfg0, "name")->valuestring, "***");
+	assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(cfg0, "notes"), 0)->valuestring,
+			    "Authorization: Bearer ***");
+	free(text);
+
+	/* the evidence file `kernelbot verify --json` writes */
+	strbuf_addf(&path, "%s/evidence.json", f->dir);
+	assert_int_equal(kb_evidence_write(ev, path.buf), 0);
+	assert_int_equal(strbuf_read_file(&file, path.buf, 0), 0);
+	assert_false(holds(file.buf, file.len, SECRET));
+	assert_false(holds(file.buf, file.len, GH_TOKEN));
+
+	/* what is committed or stored has no local pointer either */
+	scrubbed = cJSON_Duplicate(ev, true);
+	kb_evidence_scrub(scrubbed);
+	assert_null(cJSON_GetObjectItem(scrubbed, "operator_log"));
+	cJSON_Delete(scrubbed);
+
+	/* the state database, every file of it */
+	store_everywhere(f, ev, &db);
+	assert_false(holds(db.buf, db.len, SECRET));
+	assert_false(holds(db.buf, db.len, GH_TOKEN));
+	assert_false(holds(db.buf, db.len, "logs/harness"));
+	assert_false(holds(db.buf, db.len, "undeclared"));
+
+	/* the operator's log: the output, redacted, capped */
+	read_oplog(f, ev, &log);
+	assert_false(holds(log.buf, log.len, SECRET));
+	assert_false(holds(log.buf, log.len, GH_TOKEN));
+	assert_non_null(strstr(log.buf, "stdout: *** ***\n"));
+	assert_non_null(strstr(log.buf, "\n[31mred[0m\n"));  /* escapes dropped, text kept */
+	assert_non_null(strstr(log.buf, "stderr: token=*** secret=***\n"));
+	assert_null(strchr(log.buf, '\033'));
+	assert_non_null(strstr(log.buf, "--- stderr: 200094 bytes captured ---\n[... "));
+	assert_true(log.len < 2 * KB_HARNESS_LOG_KEEP);
+
+	log_clear_secrets();
+	cJSON_Delete(ev);
+	strbuf_release(&log);
+	strbuf_release(&file);
+	strbuf_release(&db);
+	strbuf_release(&path);
+}
+
+/* The log folder stays bounded: oldest files go first. */
+static void test_operator_log_pruned(void **state)
+{
+	struct fixture *f = *state;
+	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT;
+	char blob[1000];
+
+	memset(blob, 'z', sizeof(blob) - 1);
+	blob[sizeof(blob) - 1] = '\0';
+	strbuf_addf(&dir, "%s/logs/harness", f->dir);
+	assert_int_equal(kb_mkdir_p(dir.buf, 0700), 0);
+	for (int i = 0; i < 10; i++) {
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/20260101T0000%02dZ-abcdef.log", dir.buf, i);
+		write_file(path.buf, blob, 0600);
+	}
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/keep.txt", dir.buf);
+	write_file(path.buf, blob, 0600);
+	/* 10 files of 999 bytes: a 5000-byte bound keeps the newest five */
+	assert_int_equal(kb_harness_log_prune(dir.buf, 5000, 100), 0);
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/20260101T000004Z-abcdef.log", dir.buf);
+	assert_false(kb_is_file(path.buf));
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/20260101T000005Z-abcdef.log", dir.buf);
+	assert_true(kb_is_file(path.buf));
+	/* and a count bound keeps the newest two; other files are not ours */
+	assert_int_equal(kb_harness_log_prune(dir.buf, 1 << 20, 2), 0);
+	assert_false(kb_is_file(path.buf));
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/20260101T000009Z-abcdef.log", dir.buf);
+	assert_true(kb_is_file(path.buf));
+	strbuf_reset(&path);
+	strbuf_addf(&path, "%s/keep.txt", dir.buf);
+	assert_true(kb_is_file(path.buf));
+	strbuf_release(&dir);
+	strbuf_release(&path);
 }
 
 static void test_request_from_config(void **state)
@@ -358,6 +611,14 @@ static void test_evidence_print(void **state)
 	assert_string_equal(buf,
 			    "rejected: correctness: output 0 differs second line (config 3, seed 1)\n"
 			    "rejected: static: line 4: process: 'fork' is not allowed in a kernel\n");
+	free(buf);
+
+	/* where the harness's output went, for a kernel that failed */
+	cJSON_AddStringToObject(ev, "operator_log", "/state/logs/harness/x.log");
+	fp = open_memstream(&buf, &len);
+	kb_evidence_print_reasons(ev, fp);
+	fclose(fp);
+	assert_non_null(strstr(buf, "\nlog: the harness's output is in /state/logs/harness/x.log\n"));
 	free(buf);
 	cJSON_Delete(ev);
 }
@@ -507,6 +768,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exit_code_and_verdict_then_crash, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_huge_stdout_capped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_untrusted_output_contained, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_operator_log_pruned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_from_config, setup, teardown),
 		cmocka_unit_test(test_evidence_print),
 		cmocka_unit_test_setup_teardown(test_python_find, setup, teardown),

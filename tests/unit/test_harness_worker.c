@@ -83,6 +83,10 @@ static int setup(void **state)
 	cfg.state_dir = xstrdup(f->dir);
 	cfg.timeout_s = 20;
 	cfg.memory_limit_mb = 1024;
+	/* protocol mechanics against a stand-in harness that reports its own
+	 * pid and writes marks outside its dir: the sandbox is tested in
+	 * test_sandbox.c and tests/python/test_sandbox_hostile.py */
+	cfg.sandbox_enabled = false;
 	kb_harness_init(&f->h);
 	assert_int_equal(kb_harness_setup(&f->h, &cfg, "/usr/bin/false", "/nonexistent.py"), 0);
 	kb_config_release(&cfg);
@@ -152,6 +156,16 @@ static const cJSON *first_reason(const cJSON *ev)
 	return cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "reasons"), 0);
 }
 
+/* The text of the operator's log the evidence points to ("" when none). */
+static void oplog(const cJSON *ev, struct strbuf *text)
+{
+	const char *path = str(ev, "operator_log");
+
+	strbuf_reset(text);
+	if (*path)
+		assert_int_equal(strbuf_read_file(text, path, 0), 0);
+}
+
 /* Entries of dir whose name starts with prefix. */
 static int entries(const char *dir, const char *prefix)
 {
@@ -182,6 +196,7 @@ static void test_two_requests_one_worker(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	cJSON *ev1, *ev2;
 	pid_t pid;
 
@@ -195,7 +210,11 @@ static void test_two_requests_one_worker(void **state)
 	assert_null(cJSON_GetObjectItem(ev1, "request"));
 	assert_null(cJSON_GetObjectItem(ev1, "worker_exit"));
 	assert_string_equal(str(ev1, "mem"), "1048576"); /* cpu: RLIMIT_AS */
-	assert_non_null(strstr(str(ev1, "log_tail"), "log of request 1"));
+	/* what it printed is in the operator's log, not in the evidence */
+	assert_null(cJSON_GetObjectItem(ev1, "log_tail"));
+	oplog(ev1, &log);
+	assert_non_null(strstr(log.buf, "log of request 1"));
+	assert_non_null(strstr(log.buf, "still running"));
 	pid = kb_harness_worker_pid(&f->w);
 	assert_true(pid > 0);
 	assert_int_equal(num(ev1, "pid"), pid);
@@ -206,9 +225,11 @@ static void test_two_requests_one_worker(void **state)
 	assert_false(info.worker_started);
 	assert_int_equal(num(ev2, "pid"), pid);  /* the same process */
 	assert_int_equal(num(ev2, "seq"), 2);
-	/* the log tail is this request's only */
-	assert_non_null(strstr(str(ev2, "log_tail"), "log of request 2"));
-	assert_null(strstr(str(ev2, "log_tail"), "log of request 1"));
+	/* each request's log holds its own output only */
+	oplog(ev2, &log);
+	assert_non_null(strstr(log.buf, "log of request 2"));
+	assert_null(strstr(log.buf, "log of request 1"));
+	assert_string_not_equal(str(ev1, "operator_log"), str(ev2, "operator_log"));
 	assert_int_equal(f->w.starts, 1);
 	/* request dirs are removed after each answer */
 	assert_int_equal(entries(f->w.dir, "eval-"), 0);
@@ -220,12 +241,14 @@ static void test_two_requests_one_worker(void **state)
 	assert_true(gone(pid));
 	assert_int_equal(kb_harness_worker_pid(&f->w), 0);
 	assert_int_equal(entries(f->h.tmp_root, "kb-worker-"), 0);
+	strbuf_release(&log);
 }
 
 static void test_worker_dies_mid_request(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	const cJSON *r;
 	cJSON *ev;
 	pid_t pid;
@@ -241,7 +264,11 @@ static void test_worker_dies_mid_request(void **state)
 	assert_string_equal(str(r, "check"), "crash");
 	assert_non_null(strstr(str(r, "message"), "SIGSEGV"));
 	assert_non_null(strstr(str(r, "message"), "during trial"));
-	assert_non_null(strstr(str(r, "message"), "illegal memory access"));
+	/* its stderr went to the operator's log */
+	assert_null(strstr(str(r, "message"), "illegal memory access"));
+	oplog(ev, &log);
+	assert_non_null(strstr(log.buf, "boom: an illegal memory access"));
+	assert_non_null(strstr(log.buf, "process: exit code 139"));
 	assert_int_equal(num(r, "config"), 1);
 	assert_int_equal(num(r, "seed"), 2);
 	assert_int_equal(info.exit_code, 128 + SIGSEGV);
@@ -258,6 +285,7 @@ static void test_worker_dies_mid_request(void **state)
 	assert_true(num(ev, "pid") != pid);
 	assert_int_equal(f->w.starts, 2);
 	cJSON_Delete(ev);
+	strbuf_release(&log);
 }
 
 static void test_hung_worker_killed(void **state)
@@ -321,6 +349,7 @@ static void test_death_before_first_record_retried(void **state)
 {
 	struct fixture *f = *state;
 	struct kb_harness_run info;
+	struct strbuf log = STRBUF_INIT;
 	cJSON *ev;
 
 	/* dies silently once: the request goes to a fresh worker */
@@ -337,9 +366,13 @@ static void test_death_before_first_record_retried(void **state)
 	assert_string_equal(kb_evidence_verdict(ev), "rejected");
 	assert_string_equal(str(first_reason(ev), "check"), "crash");
 	assert_non_null(strstr(str(first_reason(ev), "message"), "exited with code 4"));
-	assert_non_null(strstr(str(first_reason(ev), "message"), "no torch here"));
+	/* why it could not start is the operator's to read */
+	assert_null(strstr(str(first_reason(ev), "message"), "no torch here"));
+	oplog(ev, &log);
+	assert_non_null(strstr(log.buf, "no torch here"));
 	assert_int_equal(f->w.starts, 4);
 	cJSON_Delete(ev);
+	strbuf_release(&log);
 }
 
 static void test_backend_change_restarts(void **state)

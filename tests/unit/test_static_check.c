@@ -343,6 +343,113 @@ static int group_setup(void **state)
 	return 0;
 }
 
+/* Line control, spliced and digraph directives, the Python C API, std::filesystem. */
+static void test_native_backstop_rules(void **state)
+{
+	native_fires("#line 5 \"/usr/include/stdio.h\"", "line_directive");
+	native_fires("# 5 \"/usr/include/stdio.h\" 1 3 4", "line_directive");
+	native_fires("%:line 7 \"/usr/include/x.h\"", "line_directive");
+	native_fires("  #  \\\nline 9", "line_directive");
+	native_fires("%:include \"/etc/passwd\"", "forbidden_include");
+	native_fires("#\\\ninclude \"/etc/passwd\"", "forbidden_include");
+	native_fires("#include \"/etc/\\\npasswd\"", "forbidden_include");
+	native_fires("#import \"/etc/passwd\"", "forbidden_include");
+	native_fires("extern \"C\" int PyRun_SimpleString(const char *);", "python_escape");
+	native_fires("static void f() { Py_Initialize(); }", "python_escape");
+	native_fires("extern int _PyRuntime;", "python_escape");
+	/* the pasted fragment alone gives it away (RUN(a, b): a##b) */
+	native_fires("static int f() { return RUN(PyRun_, SimpleString)(\"x\"); }", "python_escape");
+	native_fires("namespace fs = std::filesystem;", "file_io");
+	native_fires("static bool f() { return std::filesystem::exists(\"/x\"); }", "file_io");
+	native_fires("using namespace std::filesystem;", "file_io");
+	native_fires("static void f() { std::basic_ifstream<char> in(\"x\"); }", "file_io");
+	native_fires("static void f() { std::basic_ofstream<char> o(\"x\"); }", "file_io");
+	native_fires("static void f() { __gnu_cxx::stdio_filebuf<char> b(3, std::ios::out); }", "file_io");
+
+	native_clean("static int PyramidLevel = 3, PyTorchish = 1;");
+	native_clean("static const char *s = R\"(\n#line 5 \"x\"\n# 1 \"/usr/include/y.h\" 1\n)\";");
+	native_clean("struct fs { int filesystem; }; static int f(fs x) { return x.filesystem; }");
+	native_clean("#define TWO \\\n 2");
+	native_clean("%:include <stdio.h>");
+}
+
+/*
+ * `g++ -E` output as it looks, with the tricks: a raw string whose line
+ * looks like a marker, the kernel including itself by an absolute path in
+ * its scratch dir, a system header declaring fopen.
+ */
+static const char expanded[] =
+	"# 0 \"k.cpp\"\n"
+	"# 0 \"<built-in>\"\n"
+	"# 0 \"<command-line>\"\n"
+	"# 1 \"/usr/include/stdc-predef.h\" 1 3 4\n"
+	"# 0 \"<command-line>\" 2\n"
+	"# 1 \"k.cpp\"\n"
+	"# 1 \"/usr/include/stdio.h\" 1 3 4\n"
+	"extern FILE *fopen(const char *, const char *);\n"
+	"extern char *getenv(const char *);\n"
+	"# 2 \"k.cpp\" 2\n"
+	"\n"
+	"int p(void) { return PyRun_SimpleString(\"x\"); }\n"
+	"const char *s = R\"(\n"
+	"# 1 \"/usr/include/w.h\"\n"
+	")\";\n"
+	"int evil() { return system(\"x\"); }\n"
+	"# 1 \"/scratch/dir/k.cpp\" 1\n"
+	"int again() { return getenv(\"X\") != 0; }\n"
+	"# 9 \"k.cpp\" 2\n"
+	"int last() { return 0; }\n";
+
+static const char expanded_src[] =
+	"#include <stdio.h>\n"
+	"\n"
+	"int p(void) { return PY(Run_SimpleString)(\"x\"); }\n"
+	"const char *s = R\"(\n"
+	"# 1 \"/usr/include/w.h\"\n"
+	")\";\n"
+	"int evil() { return SYS(tem)(\"x\"); }\n"
+	"#include \"/scratch/dir/k.cpp\"\n"
+	"int last() { return 0; }\n"
+	"\n";
+
+static void test_preprocessed_own_text(void **state)
+{
+	struct strbuf own = STRBUF_INIT;
+	int lines = 1;
+
+	kb_preprocessed_own_text(expanded, strlen(expanded), "/scratch/dir", 10, &own);
+	for (size_t i = 0; i < own.len; i++)
+		lines += own.buf[i] == '\n';
+	assert_int_equal(lines, 10);
+	/* system headers are not the kernel's; the raw string's line is */
+	assert_null(strstr(own.buf, "fopen"));
+	assert_null(strstr(own.buf, "extern char *getenv"));
+	assert_non_null(strstr(own.buf, "# 1 \"/usr/include/w.h\""));
+	assert_non_null(strstr(own.buf, "again()"));
+
+	kb_findings_release(&found);
+	assert_true(kb_static_check_expanded(expanded_src, strlen(expanded_src), own.buf, own.len,
+					     &found) >= 3);
+	if (!has("python_escape", 3) || !has("process", 7) || !has("environment", -1))
+		dump();
+	assert_true(has("python_escape", 3));
+	assert_true(has("process", 7));     /* after the raw string: still the kernel's */
+	assert_true(has("environment", -1)); /* the self-include */
+	assert_false(has("file_io", -1));   /* stdio.h's fopen */
+	assert_non_null(strstr(found.v[0].message, "(after preprocessing)"));
+
+	/* line control in the source is refused: the extraction trusts markers */
+	kb_findings_release(&found);
+	assert_int_equal(kb_static_check_expanded("#line 1 \"/usr/include/x.h\"\nint a;\n", 34,
+						  "\nint a;\n", 8, &found), 1);
+	assert_true(has("line_directive", 1));
+
+	/* nothing of the kernel's own (a marker-less or empty text) still has its lines */
+	kb_preprocessed_own_text("", 0, NULL, 3, &own);
+	assert_string_equal(own.buf, "\n\n");
+	strbuf_release(&own);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +462,8 @@ int main(void)
 		cmocka_unit_test(test_ext_rules_quiet),
 		cmocka_unit_test(test_findings_json),
 		cmocka_unit_test(test_check_file),
+		cmocka_unit_test(test_native_backstop_rules),
+		cmocka_unit_test(test_preprocessed_own_text),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

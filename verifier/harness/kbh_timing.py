@@ -11,7 +11,9 @@ import sys
 import torch
 
 import kbh_cache
+import kbh_checks
 import kbh_reference
+from kbh_calls import early_write_message, stream_fix
 
 TIMING_SEED = 777
 METHODS = ("auto", "graph", "events")
@@ -112,6 +114,7 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
             res = tmod.measure(fns, device=device.type, warmup=t["warmup"],
                                min_time_ms=t["min_time_ms"], max_reps=t["max_reps"],
                                l2_flush=t["l2_flush"], method=timing_method(req))
+            probe = stream_probe(caller, case, grads, req, device)
         if backward:
             flops, nbytes = roof.count(lambda *a: kbh_reference.backward(case, list(a), grads),
                                        case.args)
@@ -123,6 +126,14 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
              "compile": res.get("compile"), "compile_reason": why,
              "method": kres.get("method"), "method_reason": kres.get("method_reason")}
     entry.update(tmod.speedups(res))
+    if probe is not None:
+        entry["stream_probe"] = probe
+        msg = stream_probe_message(probe, kernel.abi)
+        reasons = getattr(caller, "reasons", None)
+        if msg and reasons is not None:
+            cfg.failed.add("stream")
+            reasons.add("stream", cfg.index, None,
+                        "config '%s': after timing: %s" % (cfg.name, msg))
     peaks = roof.peaks(device.type, req.get("peaks_cache"))
     dtype = cfg.out_specs[0][1] if cfg.out_specs else None
     kmed = (res.get("kernel") or {}).get("median_ms")
@@ -131,6 +142,61 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
     entry["peaks"] = {"copy_gbps": peaks.get("copy_gbps"),
                       "matmul_tflops": peaks.get("matmul_tflops")}
     return entry
+
+
+def _tolerances(req, outs):
+    out = []
+    for o in outs:
+        t = req["tolerances"].get(str(o.dtype).replace("torch.", "")) or \
+            req["tolerances"]["float32"]
+        out.append((t["atol"], t["rtol"]))
+    return out
+
+
+def stream_probe(caller, case, grads, req, device):
+    """After a config's timing (cuda): the kernel called once behind a hold
+    of the given stream and once without (kbh_calls.Gate), on the timing
+    case. A kernel that kept to its stream through the correctness run and
+    left it later (after so many calls, say) shows here: outputs written
+    under the hold, a result that differs with and without it, or outputs
+    still changing after the call. None on cpu.
+    {"hold_ms", "conclusive", "early_write", "late_inputs", "late"}"""
+    if device.type != "cuda":
+        return None
+    held = caller.call(case, case.args, grads, check_stream=True, gate=True)
+    plain = caller.call(case, case.args, grads, check_stream=True)
+    g = held.gate or {"hold_ms": None, "conclusive": False, "early_write": None}
+    # a torch extension's output here may be a buffer it keeps and refills
+    # on its stream: holding this same result already, it is not proof
+    early = g["early_write"] if caller.kernel.abi == "native" else None
+    differ = False
+    if not held.error and not plain.error:
+        tols = _tolerances(req, plain.outs)
+        differ = len(held.outs) != len(plain.outs) or not all(
+            a.shape == b.shape and a.dtype == b.dtype and
+            kbh_checks.equal_within(a, b, at, rt)
+            for a, b, (at, rt) in zip(held.outs, plain.outs, tols))
+    return {"hold_ms": g["hold_ms"], "conclusive": g["conclusive"],
+            "early_write": early, "late_inputs": bool(differ),
+            "late": bool(held.late or plain.late)}
+
+
+def stream_probe_message(probe, abi):
+    """The `stream` reason a probe gives, or None."""
+    if not probe:
+        return None
+    if probe.get("early_write"):
+        what = early_write_message(probe)
+    elif probe.get("late_inputs"):
+        what = ("the result behind a %g ms hold of the stream handed in (inputs written "
+                "on it only after the hold) differs from the result without it: the "
+                "kernel read its inputs before the given stream's earlier work had "
+                "finished" % probe["hold_ms"])
+    elif probe.get("late"):
+        what = "outputs changed after the call returned"
+    else:
+        return None
+    return "%s: %s" % (what, stream_fix(abi))
 
 
 def side_stream_suspect(entry):
@@ -152,8 +218,10 @@ def side_stream_figures(entry):
         def ms(key):
             v = st.get(key)
             return "%.4f ms" % v if isinstance(v, (int, float)) else "-"
-        parts.append("%s: events %s, host call %s, call to idle device %s "
+        parts.append("%s: events %s, host call %s, %s back to back to idle device %s "
                      "(busy %s after its end event)"
-                     % (name, ms("median_ms"), ms("host_median_ms"), ms("sync_median_ms"),
-                        ms("sync_excess_ms")))
-    return "; ".join(parts)
+                     % (name, ms("median_ms"), ms("host_median_ms"),
+                        "%s call%s" % (st.get("tail_batch") or 1,
+                                       "" if (st.get("tail_batch") or 1) == 1 else "s"),
+                        ms("sync_median_ms"), ms("sync_excess_ms")))
+    return "%s; so %s" % ("; ".join(parts), stream_fix(None))

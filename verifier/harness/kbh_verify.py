@@ -11,7 +11,7 @@ import kbh_checks
 import kbh_inputs
 import kbh_memory
 import kbh_reference
-from kbh_calls import Caller, DeviceFault
+from kbh_calls import Caller, DeviceFault, early_write_message, stream_fix
 from kbh_task import TaskError
 
 CHECKS = ("kernel_error", "correctness", "nan_mismatch", "unwritten_output",
@@ -48,6 +48,7 @@ class Verifier:
         self.backward = req["pass"] == "backward"
         self.caller = Caller(kernel, task, device, req["pass"])
         self.reasons = Reasons()
+        self.caller.reasons = self.reasons
         self.pattern = kbh_memory.guard_pattern(int.from_bytes(
             channel.nonce[:8].encode(), "little") if channel else 1)
 
@@ -114,8 +115,12 @@ class Verifier:
         names = case.names + ["grad_output%d" % i for i in range(len(grads))]
         pristine = kbh_reference.clone_args(case.args + grads)
         fails = []
-        r1 = self.caller.call(case, case.args, grads, check_stream=(s == 0))
+        # the first call of a config's first trial runs behind a hold of the
+        # given stream (kbh_calls.Gate): work on another stream shows there
+        gated = s == 0 and self.device.type == "cuda"
+        r1 = self.caller.call(case, case.args, grads, check_stream=(s == 0), gate=gated)
         self._after_call(r1, case.args + grads, pristine, names, fails)
+        self._gate_note(cfg, r1)
         if r1.error:
             return fails, prev
         try:
@@ -134,10 +139,70 @@ class Verifier:
         in_dtype = next((a.dtype for a in case.args
                          if torch.is_tensor(a) and a.is_floating_point()), torch.float32)
         tols = [self.tolerance(e.dtype, dist, in_dtype) for e in expected]
-        for r in (r1, r2):
-            self._compare(cfg, r, expected, tols, fails)
+        f1, f2 = [], []
+        self._compare(cfg, r1, expected, tols, f1)
+        self._compare(cfg, r2, expected, tols, f2)
+        stream = any(c == "stream" for c, _ in fails)
+        if r1.gate is not None and f1 and not f2 and not stream and \
+                self._late_inputs(case, grads, pristine, expected, tols):
+            fails.append(("stream", self._late_inputs_message(r1)))
+            stream = True
+        if stream and r1.gate is not None:
+            # the hold showed the cause: what it did to r1 is no separate reason
+            fails.extend(f2)
+            return _dedupe(fails), (expected, r2.outs)
+        fails.extend(f1 + f2)
         self._repeat_checks(r1, r2, expected, prev, tols, fails)
         return _dedupe(fails), (expected, r2.outs)
+
+    def _outputs_ok(self, r, expected, tols):
+        if r.error or len(r.outs) != len(expected):
+            return False
+        for c, e, (atol, rtol) in zip(r.outs, expected, tols):
+            if c.shape != e.shape or c.dtype != e.dtype or \
+                    not kbh_checks.compare(c, e, atol, rtol, pattern=False).ok:
+                return False
+        return True
+
+    def _late_inputs(self, case, grads, pristine, expected, tols):
+        """The gated call was wrong and the plain one right: wrong again
+        behind a hold, and right again without one? Then the kernel reads
+        its inputs before the given stream has written them (work not
+        ordered on that stream), not a kernel that is wrong now and then."""
+        args = case.args + grads
+
+        def restore():
+            for a, p in zip(args, pristine):
+                if torch.is_tensor(a) and not kbh_memory.same_bits(a, p):
+                    a.copy_(p)
+
+        held = self.caller.call(case, case.args, grads, check_stream=True, gate=True)
+        restore()
+        plain = self.caller.call(case, case.args, grads, check_stream=True)
+        restore()
+        return not held.error and not self._outputs_ok(held, expected, tols) and \
+            self._outputs_ok(plain, expected, tols)
+
+    def _late_inputs_message(self, r):
+        return ("results wrong only when the stream handed in delivers the inputs late: "
+                "behind a %g ms hold of that stream (float inputs NaN until the hold "
+                "ends, then written on it) the outputs were wrong twice, without the "
+                "hold right twice, so the kernel read its inputs before the given "
+                "stream's earlier work had finished: %s"
+                % (r.gate["hold_ms"], stream_fix(self.caller.kernel.abi)))
+
+    def _gate_note(self, cfg, r):
+        """A hold that never settled the question is said in the config's notes."""
+        g = r.gate
+        if g is None or g["conclusive"] or r.error:
+            return
+        why = ("the call returned only after the hold ended (it waits for the stream "
+               "or the device)" if g["open_at_return"] else
+               "the outputs could not be read while the stream was held back")
+        note = ("stream hold inconclusive up to %g ms: %s; the snapshot and timing "
+                "checks still apply" % (g["hold_ms"], why))
+        if note not in cfg.notes:
+            cfg.notes.append(note)
 
     def _reference(self, case, pristine, n):
         if self.backward:
@@ -158,9 +223,13 @@ class Verifier:
         if r.guards_ok is False:
             fails.append(("out_of_bounds", "guard bands around the outputs "
                           "changed: a write outside the outputs"))
+        if r.gate is not None and r.gate["early_write"] is not None:
+            fails.append(("stream", "%s: %s" % (early_write_message(r.gate),
+                                                 stream_fix(self.caller.kernel.abi))))
         if r.late:
-            fails.append(("stream", "outputs changed after the call returned: "
-                          "work not finished on the given stream"))
+            fails.append(("stream", "outputs changed after the call returned: work not "
+                          "finished on the given stream when the call returned: %s"
+                          % stream_fix(self.caller.kernel.abi)))
 
     def _compare(self, cfg, r, expected, tols, fails):
         what = "gradient" if self.backward else "output"
