@@ -53,6 +53,10 @@ struct kb_harness {
 	 * timing code, the ABI headers, the build cache, the peaks cache. */
 	struct kb_sandbox sandbox;
 	struct strvec view_ro;
+	/* <state_dir>/peaks.json (NULL: none), and the backends whose peaks a
+	 * trusted process measured into it in this process's life */
+	char *peaks_path;
+	bool peaks_done_cpu, peaks_done_cuda;
 };
 
 void kb_harness_init(struct kb_harness *h);
@@ -61,6 +65,16 @@ void kb_harness_init(struct kb_harness *h);
  * folder, or the task folder), the kernel's library and source folders.
  */
 void kb_harness_request_paths(const cJSON *request, struct strvec *paths);
+/*
+ * With the sandbox on, a harness cannot write peaks.json (the copy and
+ * matrix peaks the shares in a report are measured against): a sandboxed
+ * process that loads no operator and no candidate measures them
+ * (bench/harness/roofline.py --measure) when peaks.json has no entry for
+ * backend, and the bot writes the file; every harness then sees it
+ * read-only. Once per process and backend; failures are logged and cost
+ * only a measurement inside each harness. Not const: it records that it ran.
+ */
+void kb_harness_trusted_peaks(struct kb_harness *h, const char *backend);
 /*
  * Put cp (the harness, args and env complete) into h's sandbox: scratch
  * writable, h->view_ro plus paths read-only, the GPU when backend is

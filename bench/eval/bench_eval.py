@@ -285,11 +285,14 @@ class Eval:
                     kb = kbdrive.Kernelbot(self.a.bin, self._config(tag, sandbox=on))
                     run = kb.verify(op, vs, os.path.join(self.evdir, tag),
                                     ["--fresh"] if fresh else [], timeout=900)
-                    for p in vs:
+                    for i, p in enumerate(vs):
                         ev = run.evidence.get(kbdrive.stem(p))
                         st = kbdrive.stages(ev)
                         if kbdrive.verdict(ev) == "verified" and st["candidate"] is not None:
                             self.sandbox_totals.setdefault((on, fresh), []).append(st["candidate"])
+                            # the first of a call pays the starts: apart too
+                            self.sandbox_totals.setdefault((on, fresh, i == 0), []).append(
+                                st["candidate"])
             self.log("sandbox: round %d of %d" % (r + 1, self.rounds()))
 
     def rejections(self):
@@ -599,6 +602,16 @@ class Eval:
             rows.append(["fresh process" if fresh else "worker",
                          "%s (%d)" % (fmt(mon, 3), len(on)), "%s (%d)" % (fmt(moff, 3), len(off)),
                          pct(added)])
+        for fresh in (False, True):
+            for first in (True, False):
+                on = self.sandbox_totals.get((True, fresh, first)) or []
+                off = self.sandbox_totals.get((False, fresh, first)) or []
+                if on and off:
+                    mon, moff = statistics.median(on), statistics.median(off)
+                    rows.append(["  %s, %s of a call" % ("fresh" if fresh else "worker",
+                                                         "first" if first else "later"),
+                                 "%s (%d)" % (fmt(mon, 3), len(on)),
+                                 "%s (%d)" % (fmt(moff, 3), len(off)), pct(mon / moff - 1.0)])
         p(table(rows, ["evaluation", "sandbox on: median s (n)", "off: median s (n)",
                        "added"]))
         return worst

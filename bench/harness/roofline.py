@@ -55,6 +55,7 @@ import datetime
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 
@@ -591,3 +592,23 @@ def shares(flops, bytes, median_ms, peaks, dtype=None):
     if mm and out["tflops"] is not None:
         out["flops_share"] = out["tflops"] / mm
     return out
+
+
+def _main(argv):
+    """`roofline.py --measure cpu|cuda --cache PATH`: measure this device's
+    peaks into PATH. The bot runs it in the sandbox with no operator and no
+    candidate loaded, so the figures in PATH come from trusted code only."""
+    import argparse
+    ap = argparse.ArgumentParser(description=_main.__doc__.split("\n")[0])
+    ap.add_argument("--measure", choices=("cpu", "cuda"), required=True)
+    ap.add_argument("--cache", required=True)
+    a = ap.parse_args(argv)
+    p = peaks(a.measure, a.cache)
+    if p.get("copy_gbps") is None:
+        sys.stderr.write("roofline: %s\n" % p.get("error", "no figures"))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -937,6 +937,7 @@ static int evaluate_batch(struct tuner *tn, const size_t *batch, size_t n)
 		goto dups;
 	/* python and torch load in the worker while the compiler works */
 	if (tn->vf->worker) {
+		kb_harness_trusted_peaks(&tn->vf->harness, tn->backend);
 		kb_harness_worker_see(tn->vf->worker, tn->o->operator_path);
 		rc = kb_harness_worker_start(tn->vf->worker, tn->backend);
 		if (rc)

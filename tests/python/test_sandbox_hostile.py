@@ -381,3 +381,18 @@ def test_hostile_native_kernel_contained(world):
         pytest.skip("the static check caught the raw system call first: " +
                     r.stdout.strip().splitlines()[0])
     _assert_contained(w, r)
+
+
+def test_peaks_measured_by_a_trusted_process(world):
+    """A sandboxed harness cannot write peaks.json (the figures a report's
+    bandwidth shares use); the bot has them measured in a sandbox that loads
+    no operator and no candidate, and keeps the file itself."""
+    w = world
+    with open(w["cfg"], "a") as f:
+        f.write("min_time_ms = 5\nmax_reps = 5\nwarmup = 1\n")  # [bench] is the file's last section
+    from_op = os.path.join(TOP, "tests", "operators", "kb_relu.py")
+    r = kb(w, "verify", from_op, os.path.join(CPU, "ok_relu.cpp"), "--backend", "cpu",
+           "--seeds", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    peaks = json.loads((w["state"] / "peaks.json").read_text())
+    assert any(k.startswith("cpu|") for k in peaks["entries"]), peaks
