@@ -115,7 +115,7 @@ def reject_kernels(backend):
 
 def write_config(path, state_dir, python=None, seeds=5, max_configs=16,
                  timeout_s=300, baselines="eager", warmup=5, min_time_ms=100,
-                 max_reps=1000, log_level="warn", sandbox=None):
+                 max_reps=1000, log_level="warn", sandbox=None, l2_flush=True):
     """sandbox None: on, unless KB_TEST_SANDBOX=off (tests/gpu/run_on_runner.sh
     sets it, loudly, on a runner where bubblewrap does not work)."""
     if sandbox is None:
@@ -126,7 +126,8 @@ def write_config(path, state_dir, python=None, seeds=5, max_configs=16,
     if python:
         lines.append("python = %s" % python)
     lines += ["[bench]", "warmup = %d" % warmup, "min_time_ms = %d" % min_time_ms,
-              "max_reps = %d" % max_reps, "baselines = %s" % baselines]
+              "max_reps = %d" % max_reps, "baselines = %s" % baselines,
+              "l2_flush = %s" % ("on" if l2_flush else "off")]
     if not sandbox:
         lines += ["[sandbox]", "enabled = false"]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
