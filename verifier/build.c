@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/redact.h"
 #include "verifier/build.h"
 #include "verifier/datadir.h"
 #include "verifier/elf_symbols.h"
@@ -1074,6 +1075,9 @@ static void fill_outcome(struct job *job, struct kb_build_result *res)
 {
 	struct strbuf sb = STRBUF_INIT;
 
+	/* the compiler's words about untrusted source: redacted before the
+	 * errors and build.log reach the cache (a long-lived store) or an LLM */
+	kb_redact(&job->log, 0);
 	res->cached = false;
 	res->seconds = job->seconds;
 	res->compiled = job->compiled;

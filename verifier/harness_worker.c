@@ -19,13 +19,6 @@ void kb_harness_worker_init(struct kb_harness_worker *w, const struct kb_harness
 	strvec_init(&w->seen);
 }
 
-static bool path_under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
-}
-
 /* Adds the paths not yet seen; true when one was new. */
 static bool see_paths(struct kb_harness_worker *w, const struct strvec *paths)
 {
@@ -36,9 +29,9 @@ static bool see_paths(struct kb_harness_worker *w, const struct strvec *paths)
 
 		/* the build cache and the harness's own files are always shown */
 		for (size_t j = 0; j < w->h->view_ro.nr && !covered; j++)
-			covered = path_under(paths->v[i], w->h->view_ro.v[j]);
+			covered = kb_path_under(paths->v[i], w->h->view_ro.v[j]);
 		for (size_t j = 0; j < w->seen.nr && !covered; j++)
-			covered = path_under(paths->v[i], w->seen.v[j]);
+			covered = kb_path_under(paths->v[i], w->seen.v[j]);
 		if (!covered) {
 			strvec_push(&w->seen, paths->v[i]);
 			grew = true;

@@ -235,13 +235,6 @@ static uint64_t tasks_of_our_uid(void)
 
 /* --- the command line --- */
 
-static bool under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
-}
-
 static void add_ro(struct strvec *a, const char *path)
 {
 	struct stat st;
@@ -274,7 +267,7 @@ static void add_program_prefix(struct strvec *a, const char *resolved)
 
 	if (!real)
 		return;
-	if (under(real, "/usr"))
+	if (kb_path_under(real, "/usr"))
 		goto out;
 	slash = strrchr(real, '/');
 	if (slash && slash != real)
@@ -401,11 +394,11 @@ int kb_sandbox_wrap(const struct kb_sandbox *sb, const struct kb_sandbox_view *v
 		return error("a sandboxed program needs a scratch directory");
 	if (!cp->args.nr)
 		return error("no program to run in the sandbox");
-	if (cp->dir && !under(cp->dir, view->scratch)) {
+	if (cp->dir && !kb_path_under(cp->dir, view->scratch)) {
 		bool seen = false;
 
 		for (size_t i = 0; i < view->ro.nr && !seen; i++)
-			seen = under(cp->dir, view->ro.v[i]);
+			seen = kb_path_under(cp->dir, view->ro.v[i]);
 		if (!seen)
 			return error("the working directory '%s' is not inside the sandbox's view", cp->dir);
 	}

@@ -287,3 +287,10 @@ int kb_write_all(int fd, const void *buf, size_t len)
 	}
 	return 0;
 }
+
+bool kb_path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}

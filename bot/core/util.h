@@ -55,6 +55,8 @@ int kb_rm_rf(const char *path);
 int kb_write_all(int fd, const void *buf, size_t len);
 /* Write a whole file atomically (temp file + fsync + rename). */
 int kb_write_file_atomic(const char *path, const void *data, size_t len);
+/* True when path is dir or lies below it ("/a/b" is under "/a", "/ab" is not). */
+bool kb_path_under(const char *path, const char *dir);
 /* True when path names an existing regular file / directory. */
 bool kb_is_file(const char *path);
 bool kb_is_dir(const char *path);
