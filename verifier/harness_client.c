@@ -2,6 +2,7 @@
 #include "verifier/harness_client.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_log.h"
+#include "verifier/harness_runner.h"
 #include "verifier/harness_worker.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -425,6 +426,7 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 		    struct kb_harness_run *info)
 {
 	struct child_process cp = CHILD_PROCESS_INIT;
+	struct kb_harness_runner runner;
 	struct strbuf dir = STRBUF_INIT, req_path = STRBUF_INIT, in = STRBUF_INIT;
 	struct strbuf msg = STRBUF_INIT;
 	struct strvec paths = STRVEC_INIT;
@@ -435,6 +437,7 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	int rc = -1;
 
 	*evidence = NULL;
+	kb_harness_runner_init(&runner);
 	if (info)
 		memset(info, 0, sizeof(*info));
 	if (kb_mkdir_p(h->tmp_root, 0700))
@@ -467,9 +470,13 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	if (!strcmp(kb_harness_request_backend(request), "cpu"))
 		cp.rlimit_as_bytes = h->rlimit_as_bytes;
 	kb_harness_request_paths(request, &paths);
-	rc = kb_harness_sandbox(h, &paths, dir.buf, kb_harness_request_backend(request), &cp);
+	/* the kernel's side first: the judge gets its socket (harness_runner.h) */
+	rc = kb_harness_runner_start(&runner, h, &paths, kb_harness_request_backend(request), &cp);
+	if (!rc)
+		rc = kb_harness_sandbox(h, &paths, dir.buf, kb_harness_request_backend(request), &cp);
 	if (!rc)
 		rc = run_command(&cp);
+	kb_harness_runner_stop(&runner);
 	if (rc)
 		goto out;
 

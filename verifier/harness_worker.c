@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "verifier/harness_worker.h"
 #include "core/log.h"
+#include "core/scratch.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "verifier/evidence.h"
@@ -16,6 +17,7 @@ void kb_harness_worker_init(struct kb_harness_worker *w, const struct kb_harness
 	memset(w, 0, sizeof(*w));
 	w->h = h;
 	child_process_init(&w->cp);
+	kb_harness_runner_init(&w->runner);
 	strvec_init(&w->seen);
 }
 
@@ -70,6 +72,7 @@ static void forget(struct kb_harness_worker *w)
 {
 	child_process_release(&w->cp);
 	child_process_init(&w->cp);
+	kb_harness_runner_stop(&w->runner);
 	if (w->dir && kb_rm_rf(w->dir))
 		log_warn("could not remove the worker directory '%s'", w->dir);
 	FREE_AND_NULL(w->dir);
@@ -104,13 +107,11 @@ int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
 	if (w->running && child_alive(cp) && !strcmp(w->backend, backend) && !w->view_stale)
 		return 0;
 	kb_harness_worker_stop(w);
-	if (kb_mkdir_p(h->tmp_root, 0700))
+	/* first the dirs of workers whose bot was killed (kill -9 cleans nothing) */
+	if (!w->starts)
+		kb_scratch_sweep(h->tmp_root, "kb-worker");
+	if (kb_scratch_make(h->tmp_root, "kb-worker", &dir))
 		goto out;
-	strbuf_addf(&dir, "%s/kb-worker-XXXXXX", h->tmp_root);
-	if (!mkdtemp(dir.buf)) {
-		error_errno("could not create a worker directory in '%s'", h->tmp_root);
-		goto out;
-	}
 	w->dir = strbuf_detach(&dir, NULL);
 	if (kb_harness_nonce(w->nonce))
 		goto out;
@@ -133,7 +134,9 @@ int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
 	cp->result_fd_child = 3;
 	if (!strcmp(backend, "cpu"))
 		cp->rlimit_as_bytes = h->rlimit_as_bytes;
-	rc = kb_harness_sandbox(h, &w->seen, w->dir, backend, cp);
+	rc = kb_harness_runner_start(&w->runner, h, &w->seen, backend, cp);
+	if (!rc)
+		rc = kb_harness_sandbox(h, &w->seen, w->dir, backend, cp);
 	if (!rc)
 		rc = start_command(cp);
 	w->view_stale = false;

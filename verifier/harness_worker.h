@@ -33,12 +33,14 @@
 #include "core/common.h"
 #include "core/subprocess.h"
 #include "verifier/harness_client.h"
+#include "verifier/harness_runner.h"
 
 #include <cjson/cJSON.h>
 
 struct kb_harness_worker {
 	const struct kb_harness *h;  /* borrowed: interpreter, script, tmp_root, caps, argv hook */
 	struct child_process cp;
+	struct kb_harness_runner runner; /* the kernel's side (harness_runner.h), with cp */
 	bool running;
 	char nonce[33];
 	char *dir;                   /* the running worker's TMPDIR */

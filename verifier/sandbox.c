@@ -259,26 +259,42 @@ static void add_ro(struct strvec *a, const char *path)
  * The prefix a program outside /usr lives in (a pyenv or conda python, a
  * CUDA toolkit in /opt): <prefix>/bin/prog gives <prefix>. Never a home
  * directory or a top-level directory as such: those hold other things.
+ * path is absolute; not resolved, it is the path the program is run by.
+ */
+static void add_prefix_of(struct strvec *a, const char *path)
+{
+	char *dir = xstrdup(path), *slash;
+	const char *home = getenv("HOME");
+
+	if (kb_path_under(dir, "/usr"))
+		goto out;
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = '\0'; /* <prefix>/bin */
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir && !strcmp(slash, "/bin"))
+		*slash = '\0'; /* <prefix> */
+	if (!strchr(dir + 1, '/') || (home && !strcmp(dir, home)) || !strcmp(dir, "/"))
+		goto out;
+	strvec_pushl(a, "--ro-bind", dir, dir, NULL);
+out:
+	free(dir);
+}
+
+/*
+ * Both the prefix of the path the program is run by and that of its real
+ * file: a virtual environment's bin/python3 is a symlink into /usr (or a
+ * pyenv), yet the environment's own prefix holds its packages, and bwrap
+ * executes the path as given.
  */
 static void add_program_prefix(struct strvec *a, const char *resolved)
 {
-	char *real = realpath(resolved, NULL), *slash;
-	const char *home = getenv("HOME");
+	char *real = realpath(resolved, NULL);
 
-	if (!real)
-		return;
-	if (kb_path_under(real, "/usr"))
-		goto out;
-	slash = strrchr(real, '/');
-	if (slash && slash != real)
-		*slash = '\0'; /* <prefix>/bin */
-	slash = strrchr(real, '/');
-	if (slash && slash != real && !strcmp(slash, "/bin"))
-		*slash = '\0'; /* <prefix> */
-	if (!strchr(real + 1, '/') || (home && !strcmp(real, home)) || !strcmp(real, "/"))
-		goto out;
-	strvec_pushl(a, "--ro-bind", real, real, NULL);
-out:
+	if (resolved[0] == '/')
+		add_prefix_of(a, resolved);
+	if (real && (resolved[0] != '/' || strcmp(real, resolved)))
+		add_prefix_of(a, real);
 	free(real);
 }
 

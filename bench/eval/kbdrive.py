@@ -255,9 +255,10 @@ def _load(path):
 
 def evidence_kernel(ev):
     """Stem of the kernel an evidence is about, from its kernelbot block."""
-    kb = (ev or {}).get("kernelbot") or {}
-    p = (kb.get("kernel") or {}).get("path")
-    return stem(p) if p else None
+    kb = (ev or {}).get("kernelbot")
+    k = kb.get("kernel") if isinstance(kb, dict) else None
+    p = k.get("path") if isinstance(k, dict) else None
+    return stem(p) if isinstance(p, str) and p else None
 
 
 class Kernelbot:

@@ -4,12 +4,20 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+
 /* Writers wait this long for the write lock before giving up. */
 #define KB_STATE_BUSY_TIMEOUT_MS 10000
+/* quick_check stops listing problems after this many */
+#define KB_STATE_CHECK_MAX_ERRORS "5"
 
 struct kb_state {
 	sqlite3 *db;
 	char *path;
+	struct strbuf damage;   /* why the file is damaged (SQLITE_CORRUPT, NOTADB, quick_check) */
 };
 
 static const char *const job_state_names[] = {
@@ -48,20 +56,32 @@ void kb_job_release(struct kb_job *job)
 	memset(job, 0, sizeof(*job));
 }
 
+/* Note why the file is damaged; kb_state_open refuses it afterwards. */
+static void note_damage(struct kb_state *st, const char *why)
+{
+	if (st->damage.len)
+		strbuf_addstr(&st->damage, "; ");
+	strbuf_addstr(&st->damage, why);
+}
+
 /*
  * Log "<what> in '<db path>': <sqlite message>" and return -1. Call it right
- * after the failing call: a later ROLLBACK replaces the message.
+ * after the failing call: a later ROLLBACK replaces the message. A damaged
+ * file (SQLITE_CORRUPT, SQLITE_NOTADB) is noted as well.
  */
 KB_PRINTF(2, 3)
 static int db_error(struct kb_state *st, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
+	int code = sqlite3_errcode(st->db) & 0xff;
 	va_list ap;
 
 	va_start(ap, fmt);
 	strbuf_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	error("%s in '%s': %s", sb.buf, st->path, sqlite3_errmsg(st->db));
+	if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+		note_damage(st, sqlite3_errmsg(st->db));
 	strbuf_release(&sb);
 	return -1;
 }
@@ -294,6 +314,210 @@ out:
 	return rc;
 }
 
+/*
+ * PRAGMA quick_check: every page of every b-tree is read and its structure,
+ * free list and records checked (integrity_check also matches each index
+ * against its table, several times slower); it reads the whole file once,
+ * about a second per GB. Problems go to st->damage.
+ */
+static int check_integrity(struct kb_state *st)
+{
+	sqlite3_stmt *stmt;
+	int step, rc = 0;
+
+	if (prepare(st, &stmt, "PRAGMA quick_check(" KB_STATE_CHECK_MAX_ERRORS ")",
+		    "could not check the database"))
+		return -1;
+	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+		const char *row = (const char *)sqlite3_column_text(stmt, 0);
+
+		if (!row || strcmp(row, "ok"))
+			note_damage(st, row ? row : "quick_check returned NULL");
+	}
+	if (step != SQLITE_DONE)
+		rc = db_error(st, "could not check the database");
+	sqlite3_finalize(stmt);
+	return st->damage.len ? -1 : rc;
+}
+
+/* Copy src to dst, which must not exist yet. */
+static int copy_file(const char *src, const char *dst)
+{
+	char buf[16384];
+	int in, out = -1, rc = -1;
+	ssize_t n;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return error_errno("could not open '%s'", src);
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		error_errno("could not create '%s'", dst);
+		goto out;
+	}
+	while ((n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || kb_write_all(out, buf, (size_t)n)) {
+			error_errno("could not copy '%s' to '%s'", src, dst);
+			goto out;
+		}
+	}
+	if (fsync(out)) {
+		error_errno("could not flush '%s'", dst);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (out >= 0 && close(out) && !rc)
+		rc = error_errno("could not close '%s'", dst);
+	if (rc && out >= 0)
+		unlink(dst);
+	close(in);
+	return rc;
+}
+
+/* True when a and b hold the same bytes; a missing file counts as empty. */
+static bool same_content(const char *a, const char *b)
+{
+	char ba[16384], bb[16384];
+	struct stat sa, sb;
+	bool same = false, has_a = !stat(a, &sa) && sa.st_size, has_b = !stat(b, &sb) && sb.st_size;
+	int fa = -1, fb = -1;
+	ssize_t na, nb;
+
+	if (!has_a || !has_b)
+		return has_a == has_b;
+	if (sa.st_size != sb.st_size)
+		return false;
+	fa = open(a, O_RDONLY | O_CLOEXEC);
+	fb = open(b, O_RDONLY | O_CLOEXEC);
+	if (fa < 0 || fb < 0)
+		goto out;
+	do {
+		na = read(fa, ba, sizeof(ba));
+		nb = read(fb, bb, sizeof(bb));
+		if (na < 0 || na != nb || memcmp(ba, bb, (size_t)na))
+			goto out;
+	} while (na > 0);
+	same = true;
+out:
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return same;
+}
+
+/*
+ * An earlier copy of the damaged file, WAL included ("<copy>-wal" beside
+ * it), into out: a daemon restarted in a loop makes one copy, not one per
+ * start.
+ */
+static bool find_copy(const char *path, struct strbuf *out)
+{
+	struct strbuf prefix = STRBUF_INIT, cand = STRBUF_INIT, wal = STRBUF_INIT, cwal = STRBUF_INIT;
+	const char *slash = strrchr(path, '/');
+	size_t dir_len = slash ? (size_t)(slash - path) : 1;
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	strbuf_addf(&prefix, "%s.corrupt-", slash ? slash + 1 : path);
+	strbuf_add(&cand, slash ? path : ".", dir_len);
+	d = opendir(cand.buf);
+	strbuf_addf(&wal, "%s-wal", path);
+	while (d && !found && (de = readdir(d))) {
+		size_t nl = strlen(de->d_name);
+
+		if (strncmp(de->d_name, prefix.buf, prefix.len) ||
+		    (nl > 4 && !strcmp(de->d_name + nl - 4, "-wal")))
+			continue;
+		strbuf_setlen(&cand, dir_len);
+		strbuf_addf(&cand, "/%s", de->d_name);
+		strbuf_reset(&cwal);
+		strbuf_addf(&cwal, "%s-wal", cand.buf);
+		found = same_content(path, cand.buf) && same_content(wal.buf, cwal.buf);
+	}
+	if (d)
+		closedir(d);
+	if (found) {
+		strbuf_reset(out);
+		strbuf_add(out, cand.buf, cand.len);
+	}
+	strbuf_release(&prefix);
+	strbuf_release(&cand);
+	strbuf_release(&wal);
+	strbuf_release(&cwal);
+	return found;
+}
+
+/*
+ * Copy the damaged database (and its WAL when not empty: committed pages
+ * not yet checkpointed are part of the database) aside as "<path>.corrupt-YYYYmmddTHHMMSSZ[-N]" ("-wal" beside
+ * it); the file itself stays where it is, untouched. 0 with the copy's
+ * name in out, or -1.
+ */
+static int copy_damaged(const char *path, struct strbuf *out)
+{
+	struct strbuf wal = STRBUF_INIT, copy_wal = STRBUF_INIT;
+	struct stat wst;
+	char stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	int rc = -1;
+
+	if (find_copy(path, out))
+		return 0;
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	for (int n = 1; ; n++) {
+		strbuf_reset(out);
+		strbuf_addf(out, "%s.corrupt-%s", path, stamp);
+		if (n > 1)
+			strbuf_addf(out, "-%d", n);
+		if (access(out->buf, F_OK) || n == 100)
+			break;
+	}
+	if (copy_file(path, out->buf))
+		goto out;
+	strbuf_addf(&wal, "%s-wal", path);
+	strbuf_addf(&copy_wal, "%s-wal", out->buf);
+	if (!stat(wal.buf, &wst) && wst.st_size && copy_file(wal.buf, copy_wal.buf))
+		goto out;
+	rc = 0;
+out:
+	strbuf_release(&wal);
+	strbuf_release(&copy_wal);
+	return rc;
+}
+
+/* The file is damaged: say so, where a copy is, and what to do; -1. */
+static int refuse_damaged(struct kb_state *st)
+{
+	struct strbuf copy = STRBUF_INIT;
+	int copied;
+
+	/* nothing of ours may write to it any more: no checkpoint at close */
+	sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	copied = copy_damaged(st->path, &copy);
+	sqlite3_close_v2(st->db);
+	st->db = NULL;
+	if (copied)
+		error("state database '%s' is damaged (%s) and no copy of it could be made; "
+		      "kernelbot will not use it: copy it aside by hand, then recover it "
+		      "(sqlite3 '%s' .recover) or move it, with its -wal and -shm files, out of "
+		      "the way to start with an empty state",
+		      st->path, st->damage.buf, st->path);
+	else
+		error("state database '%s' is damaged (%s); a copy of it is in '%s'; "
+		      "kernelbot will not use it: recover it (sqlite3 '%s' .recover) or move it, "
+		      "with its -wal and -shm files, out of the way to start with an empty state",
+		      st->path, st->damage.buf, copy.buf, st->path);
+	strbuf_release(&copy);
+	return -1;
+}
+
 int kb_state_open(struct kb_state **out, const char *state_dir)
 {
 	struct strbuf path = STRBUF_INIT;
@@ -308,6 +532,7 @@ int kb_state_open(struct kb_state **out, const char *state_dir)
 	strbuf_addf(&path, "%s/%s", state_dir, KB_STATE_DB_NAME);
 	st = xcalloc(1, sizeof(*st));
 	st->path = strbuf_detach(&path, NULL);
+	strbuf_init(&st->damage, 0);
 	if (sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
 			    NULL) != SQLITE_OK) {
 		if (st->db)
@@ -316,8 +541,12 @@ int kb_state_open(struct kb_state **out, const char *state_dir)
 			error("could not open database '%s': out of memory", st->path);
 		goto out;
 	}
-	if (configure(st) || migrate(st))
+	/* checked before any migration writes to it */
+	if (configure(st) || check_integrity(st) || migrate(st)) {
+		if (st->damage.len)
+			refuse_damaged(st);
 		goto out;
+	}
 	*out = st;
 	st = NULL;
 	rc = 0;
@@ -337,6 +566,7 @@ void kb_state_close(struct kb_state *st)
 		if (sqlite3_close_v2(st->db) != SQLITE_OK)
 			error("could not close database '%s': %s", st->path, sqlite3_errmsg(st->db));
 	}
+	strbuf_release(&st->damage);
 	free(st->path);
 	free(st);
 }

@@ -13,6 +13,9 @@
  * called while the caller holds kb_state_begin() runs inside the caller's
  * transaction (as a savepoint) and commits with it.
  *
+ * Damage: a file that fails the integrity check at open is refused, never
+ * repaired or replaced silently (kb_state_open).
+ *
  * Schema: PRAGMA user_version plus the ordered migrations in
  * state_schema.c. Opening applies every missing migration, each in its own
  * transaction together with the user_version bump; a database newer than
@@ -67,8 +70,16 @@ struct kb_job {
 void kb_job_release(struct kb_job *job);
 
 /*
- * Open (creating state_dir and the database when missing) and migrate to
- * the latest schema. On failure *out is NULL and a message was logged.
+ * Open (creating state_dir and the database when missing), check it and
+ * migrate to the latest schema. On failure *out is NULL and a message was
+ * logged.
+ *
+ * The check is PRAGMA quick_check (every page read once, about a second
+ * per GB). A damaged file (the check fails, or SQLite reports it corrupt
+ * or not a database while opening or migrating) is refused: it is copied
+ * aside as "<path>.corrupt-<UTC time>" (with "-wal" beside it when there is
+ * a WAL; an identical earlier copy is reused) and left in place untouched,
+ * and the error names both files and what to do. Nothing is deleted.
  */
 int kb_state_open(struct kb_state **out, const char *state_dir);
 /* Close and free; NULL is fine. An open transaction is rolled back. */

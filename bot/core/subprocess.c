@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -36,8 +37,9 @@ struct child_exec {
 	char *const *sh_argv; /* for ENOEXEC: /bin/sh path args... (execvp does the same) */
 	char *const *envp;
 	const char *dir;
-	int in_fd, out_fd, err_fd, res_fd, status_fd, extra_fd;
-	int res_target, extra_target;
+	int in_fd, out_fd, err_fd, res_fd, status_fd, extra_fd, pass_fd;
+	int res_target, extra_target, pass_target;
+	pid_t parent;         /* getpid() before fork: another getppid() means it died */
 	const struct child_process *cp;
 };
 
@@ -91,6 +93,9 @@ void child_process_release(struct child_process *cp)
 	if (cp->extra_fd >= 0)
 		close(cp->extra_fd);
 	cp->extra_fd = -1;
+	if (cp->pass_fd >= 0)
+		close(cp->pass_fd);
+	cp->pass_fd = -1;
 }
 
 static void env_unset(struct strvec *env, const char *name, size_t len)
@@ -240,31 +245,41 @@ static int child_limit(int resource, uint64_t value, uint64_t hard_extra)
 }
 
 /* Close [lo, hi] except the (at most two) descriptors in keep. */
-static void close_fds_except(unsigned int lo, unsigned int hi, int keep_a, int keep_b)
+/* Close [lo, hi] but the descriptors in keep (async-signal-safe). */
+static void close_fds_except(unsigned int lo, unsigned int hi, int *keep, int n)
 {
-	int k1 = keep_a < keep_b ? keep_a : keep_b, k2 = keep_a < keep_b ? keep_b : keep_a;
 	unsigned int from = lo;
 
-	if (k1 >= (int)lo) {
-		close_fd_range(from, (unsigned int)k1 - 1);
-		from = (unsigned int)k1 + 1;
+	for (int i = 1; i < n; i++)     /* sort: n is at most 3 */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (int i = 0; i < n; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if ((unsigned int)keep[i] > from)
+			close_fd_range(from, (unsigned int)keep[i] - 1);
+		from = (unsigned int)keep[i] + 1;
 	}
-	if (k2 >= (int)from && k2 != k1) {
-		close_fd_range(from, (unsigned int)k2 - 1);
-		from = (unsigned int)k2 + 1;
-	}
-	close_fd_range(from, hi);
+	if (from <= hi)
+		close_fd_range(from, hi);
 }
 
 static _Noreturn void run_child(const struct child_exec *x)
 {
 	const struct child_process *cp = x->cp;
 	int top = x->res_target > x->extra_target ? x->res_target : x->extra_target;
-	int min_fd = top >= 3 ? top + 1 : 3;
+	int min_fd, keep[3], nkeep = 0;
 	struct sigaction sa;
 	sigset_t none;
-	int status, in, out, err, res = -1, extra = -1;
+	int status, in, out, err, res = -1, extra = -1, passed = -1;
 
+	if (x->pass_target > top)
+		top = x->pass_target;
+	min_fd = top >= 3 ? top + 1 : 3;
 	/* the parent blocked every signal around fork: reset, then unblock */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
@@ -277,6 +292,19 @@ static _Noreturn void run_child(const struct child_exec *x)
 
 	setpgid(0, 0);
 
+	/*
+	 * Die with the thread that forked us: a parent killed with SIGKILL
+	 * cannot kill our group, and a worker running a spinning kernel has
+	 * no deadline of its own. Set before the parent check, so that a
+	 * parent dying in between is seen by one or the other.
+	 */
+	if (!cp->outlive_parent) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0))
+			child_fail(x->status_fd, STAGE_SETUP);
+		if (getppid() != x->parent)
+			raise(SIGKILL);
+	}
+
 	/* move every source above the targets first, so no dup2 clobbers one */
 	status = fcntl(x->status_fd, F_DUPFD_CLOEXEC, min_fd);
 	if (status < 0)
@@ -288,15 +316,23 @@ static _Noreturn void run_child(const struct child_exec *x)
 		res = fcntl(x->res_fd, F_DUPFD, min_fd);
 	if (x->extra_fd >= 0)
 		extra = fcntl(x->extra_fd, F_DUPFD, min_fd);
+	if (x->pass_fd >= 0)
+		passed = fcntl(x->pass_fd, F_DUPFD, min_fd);
 	if (in < 0 || out < 0 || err < 0 || (x->res_fd >= 0 && res < 0) ||
-	    (x->extra_fd >= 0 && extra < 0))
+	    (x->extra_fd >= 0 && extra < 0) || (x->pass_fd >= 0 && passed < 0))
 		child_fail(status, STAGE_SETUP);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 ||
 	    (res >= 0 && dup2(res, x->res_target) < 0) ||
-	    (extra >= 0 && dup2(extra, x->extra_target) < 0))
+	    (extra >= 0 && dup2(extra, x->extra_target) < 0) ||
+	    (passed >= 0 && dup2(passed, x->pass_target) < 0))
 		child_fail(status, STAGE_SETUP);
-	close_fds_except(3, (unsigned int)status - 1, res >= 0 ? x->res_target : -1,
-			 extra >= 0 ? x->extra_target : -1);
+	if (res >= 0)
+		keep[nkeep++] = x->res_target;
+	if (extra >= 0)
+		keep[nkeep++] = x->extra_target;
+	if (passed >= 0)
+		keep[nkeep++] = x->pass_target;
+	close_fds_except(3, (unsigned int)status - 1, keep, nkeep);
 	close_fd_range((unsigned int)status + 1, ~0u);
 
 	if (x->dir && chdir(x->dir))
@@ -571,6 +607,10 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	if (cp->extra_fd >= 0 && (cp->extra_fd_child < 3 || cp->extra_fd_child == cp->result_fd_child))
 		return error("extra descriptor %d for '%s' is not 3 or more, or is the result descriptor",
 			     cp->extra_fd_child, prog);
+	if (cp->pass_fd >= 0 && (cp->pass_fd_child < 3 || cp->pass_fd_child == cp->result_fd_child ||
+				 (cp->extra_fd >= 0 && cp->pass_fd_child == cp->extra_fd_child)))
+		return error("passed descriptor %d for '%s' is not 3 or more, or is taken",
+			     cp->pass_fd_child, prog);
 	if (kb_stop_requested()) {
 		cp->cancelled = true;
 		return KB_ECANCELLED;
@@ -615,7 +655,10 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	x.res_target = cp->result_fd_child;
 	x.extra_fd = cp->extra_fd;
 	x.extra_target = cp->extra_fd >= 0 ? cp->extra_fd_child : -1;
+	x.pass_fd = cp->pass_fd;
+	x.pass_target = cp->pass_fd >= 0 ? cp->pass_fd_child : -1;
 	x.status_fd = status_pipe[1];
+	x.parent = getpid();
 	x.cp = cp;
 
 	/* no handler of ours may run in the child before it resets them */
@@ -638,6 +681,10 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	sp_close_fd(&err_pipe[1]);
 	sp_close_fd(&res_pipe[1]);
 	sp_close_fd(&status_pipe[1]);
+	if (cp->pass_fd >= 0) {  /* the child's now: our copy would hide its EOF */
+		close(cp->pass_fd);
+		cp->pass_fd = -1;
+	}
 	sp_close_fd(&devnull);
 
 	if (read_child_status(status_pipe[0], &st)) {

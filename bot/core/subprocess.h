@@ -28,6 +28,8 @@
  * behind or keep our pipes open. Every descriptor handed over is closed on
  * every path. The child starts with default signal dispositions, an empty
  * signal mask and only descriptors 0, 1, 2 (and result_fd_child) open.
+ * Should we die without a chance to clean up (SIGKILL), the kernel kills
+ * the child for us (see outlive_parent).
  *
  * A persistent child (a worker that answers many requests; starting python
  * with torch and CUDA costs seconds) is started, talked to and finished:
@@ -78,6 +80,13 @@ struct child_process {
 	uint64_t rlimit_nofile;
 	uint64_t rlimit_nproc;
 	bool keep_core_dumps;    /* default: RLIMIT_CORE 0 in the child */
+	/* Default (false): the child gets SIGKILL when the thread that
+	 * started it ends, however it ends (Linux PR_SET_PDEATHSIG), so that
+	 * a `kill -9` of the bot leaves no harness worker or compiler behind.
+	 * The child's own children do not inherit it (bubblewrap passes it on
+	 * with --die-with-parent); a set-user-ID exec clears it. Start a
+	 * child from a thread that outlives it, or set this. */
+	bool outlive_parent;
 	/* An extra pipe the child writes results to: when set, the child gets
 	 * the write end as descriptor result_fd_child (e.g. 3) and KB_RESULT_FD
 	 * in its environment; what it writes lands in cp.result (capped by
@@ -92,6 +101,12 @@ struct child_process {
 	 * extra_fd: child_process_release closes it. -1: none. */
 	int extra_fd;
 	int extra_fd_child;
+	/* A descriptor handed over to the child as pass_fd_child (above 2,
+	 * not taken by the two above), e.g. a socket to a peer process. It is
+	 * the child's alone: cp closes its own copy once the child started
+	 * (so the peer sees EOF when the child ends), and on release. -1: none. */
+	int pass_fd;
+	int pass_fd_child;
 	/* start_command: stdin stays a pipe (cp.in first, then child_write)
 	 * until finish_command; without it stdin closes once cp.in is written.
 	 * start_command copies cp.in: it need not outlive the call. */
@@ -119,7 +134,8 @@ struct child_process {
 };
 
 #define CHILD_PROCESS_INIT { .args = STRVEC_INIT, .env = STRVEC_INIT, \
-	.out = STRBUF_INIT, .err = STRBUF_INIT, .result = STRBUF_INIT, .in_fd = -1, .extra_fd = -1 }
+	.out = STRBUF_INIT, .err = STRBUF_INIT, .result = STRBUF_INIT, .in_fd = -1, .extra_fd = -1, \
+	.pass_fd = -1 }
 
 void child_process_init(struct child_process *cp);
 /* Frees args, env and the captured buffers; a started child still running

@@ -202,6 +202,14 @@ void kb_tune_point_key(struct strbuf *out, const char *device, const char *op_ha
 	add_field(out, settings);
 }
 
+void kb_tune_checked_key(struct strbuf *out, const char *device, const char *op_hash,
+			 const char *backend, const char *pass, const char *kind, const char *point,
+			 const char *src_hash, int64_t seeds, const char *settings)
+{
+	kb_tune_point_key(out, device, op_hash, backend, pass, kind, point, src_hash, settings);
+	strbuf_addf(out, "|checked|%lld", (long long)seeds);
+}
+
 void kb_tune_final_key(struct strbuf *out, const char *device, const char *op_hash,
 		       const char *backend, const char *pass, const char *src_hash, int64_t seeds,
 		       const char *settings)
@@ -616,6 +624,42 @@ static void cache_point(struct tuner *tn, const struct kb_tune_point *p)
 	strbuf_release(&key);
 }
 
+static void checked_key(const struct tuner *tn, const struct kb_tune_point *p, struct strbuf *key)
+{
+	kb_tune_checked_key(key, tn->res->device, tn->res->op_hash, tn->backend, tn->pass,
+			    tn->res->kind, p->name, p->sha, tn->tune_seeds, tn->settings);
+}
+
+/* The point verified; its timing comes later and is cached by itself. */
+static void cache_checked(struct tuner *tn, const struct kb_tune_point *p)
+{
+	struct strbuf key = STRBUF_INIT;
+	cJSON *v = cJSON_CreateObject();
+
+	checked_key(tn, p, &key);
+	cJSON_AddBoolToObject(v, "verified", true);
+	cJSON_AddNumberToObject(v, "measured_at", (double)kb_wall_s());
+	if (kb_timings_put(tn->st, key.buf, v))
+		log_warn("the verification of point '%s' was not cached", p->name);
+	cJSON_Delete(v);
+	strbuf_release(&key);
+}
+
+/* True when an earlier run verified the point and was stopped before timing it. */
+static bool was_checked(struct tuner *tn, const struct kb_tune_point *p)
+{
+	struct strbuf key = STRBUF_INIT;
+	cJSON *v;
+	bool yes;
+
+	checked_key(tn, p, &key);
+	v = kb_timings_get(tn->st, key.buf);
+	yes = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "verified"));
+	cJSON_Delete(v);
+	strbuf_release(&key);
+	return yes;
+}
+
 /* <work>/<sha16>/kernel.<ext> holding the source; path receives its name. */
 static int write_source(const struct tuner *tn, const char *sha, const struct strbuf *src,
 			struct strbuf *path)
@@ -665,6 +709,7 @@ struct pending {
 	char *path;
 	bool decided;           /* static finding or failed build */
 	bool verified;
+	bool checked;           /* verified by an earlier run: only timed */
 };
 
 /* The first line of compiler output that says "error", else the first line. */
@@ -711,6 +756,8 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 			strbuf_addf(&detail, "%s: %.2fx", p->name, p->fitness);
 		} else {
 			pd->verified = true;
+			/* stored now: a run killed before the timing need not verify it again */
+			cache_checked(ec->tn, p);
 			strbuf_addf(&detail, "%s: verified", p->name);
 		}
 	} else {
@@ -808,18 +855,25 @@ static int verify_and_time(struct tuner *tn, struct pending *pend, size_t n)
 	cJSON **evs = xcalloc(n ? n : 1, sizeof(*evs));
 	struct eval_ctx ec = { .tn = tn, .pend = pend, .which = which };
 	struct kb_config tcfg;
+	size_t checked = 0;
 	int rc = 0;
 
+	for (size_t i = 0; i < n; i++)
+		checked += !pend[i].decided && pend[i].checked;
+	tn->res->verified += checked;
+	if (checked)
+		kb_progress_note(tn->pg, "cached: %zu point%s verified earlier, to be timed", checked,
+				 checked == 1 ? "" : "s");
 	for (int pass = 0; pass < 2; pass++) {
 		m = 0;
 		for (size_t i = 0; i < n; i++)
-			if (!pend[i].decided && (pass == 0 || pend[i].verified)) {
+			if (!pend[i].decided && (pass == 0 ? !pend[i].checked : pend[i].verified)) {
 				which[m] = i;
 				kernels[m] = pend[i].path;
 				m++;
 			}
 		if (!m)
-			break;
+			continue; /* pass 0 has none when every point was verified earlier */
 		if (kb_stop_requested()) {
 			rc = KB_ECANCELLED;
 			goto out;
@@ -928,6 +982,7 @@ static int evaluate_batch(struct tuner *tn, const size_t *batch, size_t n)
 			cache_point(tn, p);
 			kb_progress_note(tn->pg, "point %s: %s", p->name, sb.buf);
 		}
+		pend[m].checked = pend[m].verified = !pend[m].decided && was_checked(tn, p);
 		kb_findings_release(&f);
 		m++;
 	}

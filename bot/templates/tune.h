@@ -22,7 +22,9 @@
  * Measurements are cached in the state store's timings table, per device
  * model, operator content, backend, template kind, point and source (plus
  * the settings that change a verdict), so a second run of the same
- * operator on the same machine builds and times nothing.
+ * operator on the same machine builds and times nothing. Each is stored
+ * the moment it is made (a verification before its point's timing too),
+ * so a killed run, run again, evaluates no finished step twice.
  */
 #include "core/common.h"
 #include "core/config.h"
@@ -91,6 +93,15 @@ size_t kb_search_index(const struct kb_search *s, const size_t *digits);
 void kb_tune_point_key(struct strbuf *out, const char *device, const char *op_hash,
 		       const char *backend, const char *pass, const char *kind, const char *point,
 		       const char *src_hash, const char *settings);
+/*
+ * A point verified while tuning (SEEDS seeds per config) and not yet timed:
+ * its kb_tune_point_key followed by "|checked|SEEDS". A batch is verified
+ * first, then timed; a run killed in between finds this and times the
+ * point without verifying it again.
+ */
+void kb_tune_checked_key(struct strbuf *out, const char *device, const char *op_hash,
+			 const char *backend, const char *pass, const char *kind, const char *point,
+			 const char *src_hash, int64_t seeds, const char *settings);
 /* A source's final verdict: "tune-final/1|DEVICE|OPHASH|BACKEND|PASS|SRCHASH|SEEDS|SETTINGS". */
 void kb_tune_final_key(struct strbuf *out, const char *device, const char *op_hash,
 		       const char *backend, const char *pass, const char *src_hash, int64_t seeds,

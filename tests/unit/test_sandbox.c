@@ -130,6 +130,41 @@ static void test_identity_and_view(void **state)
 	strbuf_release(&cmd);
 }
 
+/* A program run by a virtual environment's path (bin/ holds a symlink
+ * into /usr) sees that environment: its packages live there, not in /usr. */
+static void test_venv_program_sees_its_prefix(void **state)
+{
+	struct fixture *f = *state;
+	struct child_process cp = CHILD_PROCESS_INIT;
+	struct kb_sandbox_view view = KB_SANDBOX_VIEW_INIT;
+	struct strbuf venv = STRBUF_INIT, p = STRBUF_INIT, script = STRBUF_INIT;
+
+	NEED_BWRAP();
+	strbuf_addf(&venv, "%s/venv", f->dir);
+	strbuf_addf(&p, "%s/lib", venv.buf);
+	assert_int_equal(kb_mkdir_p(p.buf, 0700), 0);
+	strbuf_addstr(&p, "/marker");
+	assert_int_equal(kb_write_file_atomic(p.buf, "site-packages", 13), 0);
+	strbuf_reset(&p);
+	strbuf_addf(&p, "%s/bin", venv.buf);
+	assert_int_equal(kb_mkdir_p(p.buf, 0700), 0);
+	strbuf_addstr(&p, "/sh");
+	assert_int_equal(symlink("/bin/sh", p.buf), 0);
+	strbuf_addf(&script, "cat %s/lib/marker", venv.buf);
+	strvec_pushl(&cp.args, p.buf, "-c", script.buf, NULL);
+	view.scratch = f->scratch;
+	cp.timeout_ms = 30000;
+	assert_int_equal(kb_sandbox_wrap(&f->sb, &view, &cp), 0);
+	assert_int_equal(run_command(&cp), 0);
+	assert_int_equal(cp.exit_code, 0);
+	assert_string_equal(cp.out.buf, "site-packages");
+	child_process_release(&cp);
+	kb_sandbox_view_release(&view);
+	strbuf_release(&venv);
+	strbuf_release(&p);
+	strbuf_release(&script);
+}
+
 static void test_environment_is_built_from_nothing(void **state)
 {
 	struct fixture *f = *state;
@@ -294,6 +329,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_identity_and_view, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_venv_program_sees_its_prefix, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_environment_is_built_from_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_pid_namespace_and_nothing_left, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_network, setup, teardown),

@@ -8,6 +8,8 @@
 #include <cmocka.h>
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -776,6 +778,191 @@ static void test_two_processes(void **ctx)
 	kb_state_close(st);
 }
 
+/* --- a damaged file is refused, with a copy of it --- */
+
+/* Entries of dir whose name starts with prefix and does not end in "-wal". */
+static int count_copies(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (!strncmp(de->d_name, prefix, strlen(prefix)) &&
+		    !(len > 4 && !strcmp(de->d_name + len - 4, "-wal")))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A database of a few dozen pages, closed (its WAL checkpointed into it). */
+static void fill_database(const char *state_dir)
+{
+	struct kb_state *st = NULL;
+	char op[600];
+	int64_t repo;
+
+	assert_int_equal(kb_state_open(&st, state_dir), 0);
+	repo = add_repo(st, "owner/damaged");
+	memset(op, 'o', sizeof(op) - 1);
+	op[sizeof(op) - 1] = '\0';
+	assert_int_equal(kb_state_begin(st), 0);
+	for (int i = 0; i < 200; i++) {
+		op[0] = (char)('a' + i % 26);
+		op[1] = (char)('a' + i / 26);
+		add_job(st, repo, i, op);
+	}
+	assert_int_equal(kb_state_commit(st), 0);
+	kb_state_close(st);
+}
+
+/*
+ * Open must fail, and the log must name the file and a copy holding its
+ * bytes; the file itself stays as it was. Returns the copy's path.
+ */
+static char *assert_refused(const struct fixture *f, const char *db_path, const struct strbuf *bytes)
+{
+	struct strbuf log_path = STRBUF_INIT, log = STRBUF_INIT, now = STRBUF_INIT, copy = STRBUF_INIT;
+	struct kb_state *st = (struct kb_state *)&st; /* must be reset to NULL */
+	const char *at, *end;
+	char want[512], *copy_path;
+
+	strbuf_addf(&log_path, "%s/log", f->dir);
+	unlink(log_path.buf);
+	assert_int_equal(log_open(log_path.buf), 0);
+	assert_int_equal(kb_state_open(&st, f->state_dir), -1);
+	log_close();
+	assert_null(st);
+	assert_int_equal(strbuf_read_file(&log, log_path.buf, 0), 0);
+	xsnprintf(want, sizeof(want), "state database '%s' is damaged", db_path);
+	assert_non_null(strstr(log.buf, want));
+	assert_non_null(strstr(log.buf, "will not use it"));
+	assert_non_null(strstr(log.buf, ".recover"));
+	at = strstr(log.buf, "a copy of it is in '");
+	assert_non_null(at);
+	at += strlen("a copy of it is in '");
+	end = strchr(at, '\'');
+	assert_non_null(end);
+	copy_path = xstrndup(at, (size_t)(end - at));
+	xsnprintf(want, sizeof(want), "%s.corrupt-", db_path);
+	assert_true(!strncmp(copy_path, want, strlen(want)));
+
+	assert_int_equal(strbuf_read_file(&copy, copy_path, 0), 0);
+	assert_int_equal(copy.len, bytes->len);
+	assert_memory_equal(copy.buf, bytes->buf, bytes->len);
+	assert_int_equal(strbuf_read_file(&now, db_path, 0), 0);
+	assert_int_equal(now.len, bytes->len);
+	assert_memory_equal(now.buf, bytes->buf, bytes->len);
+
+	strbuf_release(&log_path);
+	strbuf_release(&log);
+	strbuf_release(&now);
+	strbuf_release(&copy);
+	return copy_path;
+}
+
+static void write_at(const char *path, size_t off, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
+	assert_int_equal(close(fd), 0);
+}
+
+/*
+ * Random bytes in the pages of a real database: quick_check at open finds
+ * them. Then the first page (the header): "not a database". Both times the
+ * file is refused, copied aside once, and never changed or deleted.
+ */
+static void test_damaged_file_refused(void **ctx)
+{
+	struct fixture *f = *ctx;
+	struct strbuf db_path = STRBUF_INIT, bytes = STRBUF_INIT, side = STRBUF_INIT;
+	struct kb_state *st = NULL;
+	struct stat sst;
+	unsigned char junk[64], *hdr;
+	uint64_t rng = 0x5eedf00dULL;
+	size_t page_size, pages;
+	char *copy, *copy2, prefix[64];
+
+	fill_database(f->state_dir);
+	strbuf_addf(&db_path, "%s/" KB_STATE_DB_NAME, f->state_dir);
+	strbuf_addf(&side, "%s-wal", db_path.buf);
+	/* closed cleanly: every page is in the main file */
+	assert_true(stat(side.buf, &sst) || sst.st_size == 0);
+	assert_int_equal(strbuf_read_file(&bytes, db_path.buf, 0), 0);
+	hdr = (unsigned char *)bytes.buf;
+	page_size = (size_t)hdr[16] << 8 | hdr[17];
+	if (page_size == 1)
+		page_size = 65536;
+	pages = bytes.len / page_size;
+	assert_true(pages >= 8);
+
+	/*
+	 * 64 random bytes into each page of the second half, where the jobs'
+	 * rows and index entries lie (the schema's pages come first: damage
+	 * there fails the first query, a check or not)
+	 */
+	for (size_t p = pages / 2; p < pages; p++) {
+		size_t off;
+
+		for (size_t i = 0; i < sizeof(junk); i++) {
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			junk[i] = (unsigned char)(rng >> 56);
+		}
+		off = p * page_size + (size_t)(rng >> 33) % (page_size / 2);
+		if (p % 2)
+			off = p * page_size; /* on every other page its header */
+		write_at(db_path.buf, off, junk, sizeof(junk));
+	}
+	strbuf_reset(&bytes);
+	assert_int_equal(strbuf_read_file(&bytes, db_path.buf, 0), 0);
+	copy = assert_refused(f, db_path.buf, &bytes);
+
+	/* refused again; an identical copy is not made twice */
+	xsnprintf(prefix, sizeof(prefix), KB_STATE_DB_NAME ".corrupt-");
+	assert_int_equal(count_copies(f->state_dir, prefix), 1);
+	copy2 = assert_refused(f, db_path.buf, &bytes);
+	assert_string_equal(copy, copy2);
+	assert_int_equal(count_copies(f->state_dir, prefix), 1);
+	free(copy2);
+
+	/* the header too: SQLite calls it "not a database"; a new copy for new bytes */
+	memset(junk, 0x5a, sizeof(junk));
+	write_at(db_path.buf, 0, junk, sizeof(junk));
+	strbuf_reset(&bytes);
+	assert_int_equal(strbuf_read_file(&bytes, db_path.buf, 0), 0);
+	copy2 = assert_refused(f, db_path.buf, &bytes);
+	assert_string_not_equal(copy, copy2);
+	assert_int_equal(count_copies(f->state_dir, prefix), 2);
+
+	/* the advice works: with the file and its -wal and -shm out of the way, a new state */
+	strbuf_reset(&side);
+	strbuf_addf(&side, "%s.moved", db_path.buf);
+	assert_int_equal(rename(db_path.buf, side.buf), 0);
+	strbuf_reset(&side);
+	strbuf_addf(&side, "%s-wal", db_path.buf);
+	unlink(side.buf);
+	strbuf_reset(&side);
+	strbuf_addf(&side, "%s-shm", db_path.buf);
+	unlink(side.buf);
+	assert_int_equal(kb_state_open(&st, f->state_dir), 0);
+	assert_int_equal(sql_int(kb_state_db(st), "SELECT count(*) FROM jobs"), 0);
+	assert_integrity_ok(kb_state_db(st));
+	kb_state_close(st);
+
+	free(copy);
+	free(copy2);
+	strbuf_release(&db_path);
+	strbuf_release(&bytes);
+	strbuf_release(&side);
+}
+
 /* --- kernelbot status, through the real binary when tests/run.sh built it --- */
 
 static int run_capture(const char *cmd, struct strbuf *out)
@@ -887,6 +1074,7 @@ int main(void)
 		T(test_explicit_transaction),
 		T(test_kill_mid_write),
 		T(test_two_processes),
+		T(test_damaged_file_refused),
 		T(test_status_command),
 	};
 

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -565,11 +566,16 @@ static void test_rlimits(void **state)
 	assert_string_equal(cp.out.buf, "64\n1048576\n");
 	child_process_release(&cp);
 
-	/* RLIMIT_CPU: one second of busy loop, then SIGXCPU (SIGKILL a second later) */
+	/*
+	 * RLIMIT_CPU: one second of busy loop, then SIGXCPU (SIGKILL a second
+	 * later). That second is CPU time: on a machine busy with other jobs
+	 * it takes many seconds of wall time; the timeout only catches a limit
+	 * that never fires.
+	 */
 	child_process_init(&cp);
 	strvec_pushl(&cp.args, "sh", "-c", "while :; do :; done", NULL);
 	cp.rlimit_cpu_s = 1;
-	cp.timeout_ms = 10000;
+	cp.timeout_ms = 300000;
 	assert_int_equal(run_command(&cp), 0);
 	assert_false(cp.timed_out);
 	assert_true(cp.exit_code == 128 + SIGXCPU || cp.exit_code == 128 + SIGKILL);
@@ -651,6 +657,48 @@ static void test_child_descriptors(void **state)
 
 	close(leak);
 	strbuf_release(&script);
+}
+
+/* A passed descriptor lands where asked, beside the result pipe and an
+ * extra one, and is the child's alone: the peer sees EOF once it exits. */
+static void test_pass_fd(void **state)
+{
+	struct child_process cp = CHILD_PROCESS_INIT;
+	int sv[2], extra = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	char buf[16];
+	ssize_t n;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	strvec_pushl(&cp.args, "sh", "-c",
+		     "for n in 3 4 5 6 7 8 9 10; do if [ -e /proc/$$/fd/$n ]; then echo $n; fi; done; "
+		     "echo hello >&4", NULL);
+	cp.result_fd_child = 3;
+	cp.extra_fd = extra;
+	cp.extra_fd_child = 9;
+	cp.pass_fd = sv[1];
+	cp.pass_fd_child = 4;
+	assert_int_equal(run_command(&cp), 0);
+	assert_int_equal(cp.exit_code, 0);
+	assert_string_equal(cp.out.buf, "3\n4\n9\n");
+	assert_int_equal(cp.pass_fd, -1);   /* handed over at the start */
+	n = read(sv[0], buf, sizeof(buf) - 1);
+	assert_int_equal(n, 6);
+	buf[n] = '\0';
+	assert_string_equal(buf, "hello\n");
+	assert_int_equal(read(sv[0], buf, sizeof(buf)), 0);  /* EOF: no copy left with us */
+	child_process_release(&cp);
+	close(sv[0]);
+
+	/* a passed descriptor may not take the result pipe's number */
+	child_process_init(&cp);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	strvec_pushl(&cp.args, "true", NULL);
+	cp.result_fd_child = 3;
+	cp.pass_fd = sv[1];
+	cp.pass_fd_child = 3;
+	assert_int_equal(run_command(&cp), -1);
+	child_process_release(&cp);
+	close(sv[0]);
 }
 
 struct stopper {
@@ -1117,6 +1165,7 @@ int main(void)
 		cmocka_unit_test(test_signal_mask_reset),
 		cmocka_unit_test(test_result_pipe),
 		cmocka_unit_test(test_child_descriptors),
+		cmocka_unit_test(test_pass_fd),
 		cmocka_unit_test(test_no_fd_leak),
 		cmocka_unit_test(test_stop_from_thread),
 		cmocka_unit_test(test_stop_from_signal),

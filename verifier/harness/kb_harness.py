@@ -113,11 +113,13 @@ def _device_unhealthy():
 
 
 def _worker_must_exit(body):
-    """Serve mode: a crash (reported by the harness) or a broken device
-    ends the worker after this result; a broken device found only now is
-    this candidate's crash."""
-    if any(r.get("check") == "crash" for r in body.get("reasons") or []):
-        return True
+    """Serve mode: a broken device in this (the judge's) process ends the
+    worker after this result, and is this candidate's crash. A kernel
+    that crashed its own process (the runner) left the judge's context
+    alone: checked, not assumed."""
+    remote = sys.modules.get("kbh_remote")
+    if remote is not None and remote.lost():
+        return True  # the bot starts the kernel's side again with the worker
     why = _device_unhealthy()
     if why is None:
         return False
@@ -170,8 +172,20 @@ def serve(chan, requests_fd):
             return 0
 
 
+def _protect_self():
+    """Non-dumpable before anything untrusted runs: the kernel's process
+    (a runner of the same uid) cannot ptrace the judge or read its memory,
+    descriptors or environment through /proc."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
+    _protect_self()
     import kbh_channel
     args = _args(argv)
     try:

@@ -67,6 +67,7 @@ class CallResult:
         self.late = None        # None: stream not checked
         self.poisoned = False   # outputs were poisoned before the call
         self.gate = None        # a gated call: Gate.info()
+        self.changed = []       # indices of arguments the call changed
 
 
 def stream_fix(abi):

@@ -9,8 +9,9 @@ import torch
 import kbh_cache
 import kbh_evidence
 import kbh_prepare
+import kbh_remote
 import kbh_timing
-from kbh_abi import KernelLoadError, NativeKernel
+from kbh_abi import KernelLoadError
 from kbh_calls import DeviceFault
 from kbh_request import RequestError
 from kbh_verify import Verifier
@@ -37,18 +38,10 @@ def _stream(device):
     return torch.cuda.stream(torch.cuda.Stream(device))
 
 
-def _load_kernel(req):
-    k = req["kernel"]
-    if k["abi"] == "native":
-        lib = kbh_cache.private_library(k["library"], req["workdir"])
-        try:
-            return NativeKernel(lib, req["pass"])
-        except KernelLoadError:
-            if lib == k["library"]:
-                raise
-            return NativeKernel(k["library"], req["pass"])  # e.g. a noexec workdir
-    from kbh_ext import ExtKernel
-    return ExtKernel(k["source"], k["name"], req["workdir"], req["pass"])
+def _open_kernel(req, task, device):
+    """The kernel, loaded in a runner process of its own (kbh_remote):
+    this process never maps candidate code."""
+    return kbh_remote.RemoteCaller(req, task, device)
 
 
 def _tol(req, cfg):
@@ -90,18 +83,31 @@ def _evaluate(req, chan, device, clock):
         clock.lap("load_s")
         return _describe(base, req, task, configs, device)
     try:
-        kernel = _load_kernel(req)
+        caller = _open_kernel(req, task, device)
     except KernelLoadError as e:
         clock.lap("load_s")
         r = {"check": "load", "config": None, "seed": None, "message": str(e), "count": 1}
         return dict(base, verdict="rejected", reasons=[r], summary=None,
                     configs=[_entry(req, c, None) for c in configs])
+    except (kbh_remote.RunnerError, DeviceFault) as e:
+        clock.lap("load_s")
+        r = {"check": "crash", "config": None, "seed": None, "message": str(e), "count": 1}
+        return dict(base, verdict="rejected", reasons=[r], summary=None,
+                    configs=[_entry(req, c, None) for c in configs])
+    env["runner"] = caller.isolation
+    try:
+        return _judge(req, task, caller, configs, device, chan, clock, base)
+    finally:
+        caller.close()
+
+
+def _judge(req, task, caller, configs, device, chan, clock, base):
     clock.lap("load_s")
-    v = Verifier(req, task, kernel, device, chan)
+    v = Verifier(req, task, caller, device, chan)
     try:
         reasons = v.run(configs)
         clock.lap("correctness_s")
-    except DeviceFault as e:  # the context is gone: report what we have and stop
+    except DeviceFault as e:  # the kernel's process is gone: report what we have and stop
         clock.lap("correctness_s")
         index, seed, name = getattr(e, "where", (None, None, "?"))
         v.reasons.add("crash", index, seed, "config '%s': %s" % (name, e))
@@ -109,7 +115,10 @@ def _evaluate(req, chan, device, clock):
                     configs=[_entry(req, c, v) for c in configs if hasattr(c, "failed")])
     timing_note = None
     if req["timing"]["enabled"] and kbh_evidence.verdict(reasons) == "verified":
-        timing_note = _time(req, task, kernel, v, configs, device, reasons, chan)
+        try:
+            timing_note = _time(req, task, caller, v, configs, device, reasons, chan)
+        except DeviceFault as e:
+            v.reasons.add("crash", None, None, "while timing: %s" % e)
         clock.lap("timing_s")
     suspicious = any(r["check"] == "suspicious_speedup" for r in reasons)
     body = dict(base, verdict=kbh_evidence.verdict(reasons), reasons=reasons,
@@ -126,7 +135,7 @@ def _entry(req, cfg, verifier):
     return kbh_evidence.config_entry(cfg, checks, atol, rtol)
 
 
-def _time(req, task, kernel, verifier, configs, device, reasons, chan):
+def _time(req, task, caller, verifier, configs, device, reasons, chan):
     """Timing entries on each config; flags added to reasons. Returns a
     note when timing could not run."""
     mods, why = kbh_timing.load_bench()
@@ -134,7 +143,7 @@ def _time(req, task, kernel, verifier, configs, device, reasons, chan):
         return why
     for cfg in configs:
         chan.progress("timing", cfg.index)
-        cfg.timing = kbh_timing.time_config(mods, kernel, verifier.caller, task,
+        cfg.timing = kbh_timing.time_config(mods, caller.kernel, caller, task,
                                             cfg, req, device)
         sp = cfg.timing.get("speedup_eager")
         if sp is not None and sp > req["suspicious_speedup"]:

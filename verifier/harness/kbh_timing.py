@@ -7,15 +7,18 @@ evaluation still completes, with "timing": null and the reason.
 """
 import os
 import sys
+import time
 
 import torch
 
 import kbh_cache
 import kbh_checks
 import kbh_reference
+import kbh_remote
 from kbh_calls import early_write_message, stream_fix
 
 TIMING_SEED = 777
+WALL_ATTEMPTS = 3   # the kernel's timing is taken again while its wall check fails
 METHODS = ("auto", "graph", "events")
 _limits_raised = []
 
@@ -73,21 +76,14 @@ def _raise_recompile_limits():
             pass
 
 
-def _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device):
-    """Zero-argument callables: kernel, eager and (when it works) compile."""
-    if kernel.abi == "native":
-        caller.allocate(cfg.out_specs, torch.zeros(4096, dtype=torch.uint8))
-        k = kernel.bind(case.args + grads, [g.out for g in caller.guarded])
-    elif backward:
-        k = lambda: kernel.backward(caller.task, case, case.args, grads)
-    else:
-        k = lambda: kernel.forward(case.args)
+def _baselines(caller, case, cfg, grads, backward, tmod, req, device):
+    """The judge's zero-argument callables: eager and (when it works)
+    compile. The kernel is timed in its own process (kbh_remote)."""
     model, mi = case.model, case.model_inputs
     if backward:
         eager = lambda: kbh_reference.backward(case, case.args, grads)
-        return {"kernel": k, "eager": eager}, None, "no compile baseline for backward"
-    eager = lambda: model(*mi)
-    fns = {"kernel": k, "eager": eager}
+        return {"eager": eager}, "no compile baseline for backward"
+    fns = {"eager": lambda: model(*mi)}
     comp, why = (None, "compile baseline not requested")
     if "compile" in req["timing"].get("baselines", []):
         _raise_recompile_limits()
@@ -95,53 +91,125 @@ def _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device):
         comp, why = kbh_cache.compile_baseline(tmod, caller.task, cfg, model, mi, device)
     if comp is not None:
         fns["compile"] = lambda: comp(*mi)
-    return fns, comp, why or None
+    return fns, why or None
+
+
+def _settings(req):
+    t = req["timing"]
+    return {"warmup": t["warmup"], "min_time_ms": t["min_time_ms"],
+            "max_reps": t["max_reps"], "l2_flush": t["l2_flush"],
+            "method": timing_method(req)}
+
+
+def _own_overhead_ms(res, wall_ms):
+    """Wall milliseconds per call of the judge's own measurement beyond
+    the figures it reported (flushes, syncs, the loop): what a runner's
+    timing may add per call before its figures stop explaining its wall."""
+    calls = sum((st or {}).get("reps") or 0 for st in res.values())
+    total = sum((st or {}).get("total_ms") or 0.0 for st in res.values())
+    if calls <= 0:
+        return 0.0
+    return max(0.0, wall_ms - total) / calls
 
 
 def time_config(mods, kernel, caller, task, cfg, req, device):
-    """The timing entry of one config (PROTOCOL.md "timing")."""
+    """The timing entry of one config (PROTOCOL.md "timing"): the kernel
+    timed by its runner, cross-checked against the judge's wall clock,
+    then the baselines timed here alike."""
     tmod, roof = mods
     backward = req["pass"] == "backward"
-    t = req["timing"]
+    settings = _settings(req)
     with task.activate(cfg):
         case = task.make_case(cfg, TIMING_SEED, "own", "default", device)
         grads = kbh_reference.grad_outputs(cfg.fwd_specs, TIMING_SEED, device) \
             if backward else []
-        fns, comp, why = _fns(kernel, caller, case, cfg, grads, backward, tmod, req, device)
+        kstats, kwall, kwhy = caller.time_kernel(case, case.args, grads, cfg.out_specs,
+                                                 settings)
+        fns, why = _baselines(caller, case, cfg, grads, backward, tmod, req, device)
         with torch.no_grad() if not backward else torch.enable_grad():
-            # on the evaluation's own (non-default) stream, which the native
-            # kernel was bound to: graph capture needs both
-            res = tmod.measure(fns, device=device.type, warmup=t["warmup"],
-                               min_time_ms=t["min_time_ms"], max_reps=t["max_reps"],
-                               l2_flush=t["l2_flush"], method=timing_method(req))
-            probe = stream_probe(caller, case, grads, req, device)
+            t0 = time.perf_counter()
+            # the baselines by the kernel's method: speedups compare like with like
+            method = (kstats or {}).get("method")
+            res = tmod.measure(fns, device=device.type, warmup=settings["warmup"],
+                               min_time_ms=settings["min_time_ms"],
+                               max_reps=settings["max_reps"], l2_flush=settings["l2_flush"],
+                               method=method if method in ("graph", "events")
+                               else settings["method"])
+            own_wall = (time.perf_counter() - t0) * 1e3
+            probe = stream_probe(caller, case, grads, req, device) if kstats else None
         if backward:
             flops, nbytes = roof.count(lambda *a: kbh_reference.backward(case, list(a), grads),
                                        case.args)
         else:
             with torch.no_grad():
                 flops, nbytes = roof.count(case.model, case.model_inputs)
-    kres = res.get("kernel") or {}
-    entry = {"kernel": res.get("kernel"), "eager": res.get("eager"),
+    kres = kstats or {}
+    entry = {"kernel": kstats, "eager": res.get("eager"),
              "compile": res.get("compile"), "compile_reason": why,
              "method": kres.get("method"), "method_reason": kres.get("method_reason")}
-    entry.update(tmod.speedups(res))
+    if kwhy:
+        entry["kernel_reason"] = kwhy
+    entry.update(tmod.speedups(dict(res, kernel=kstats)))
+    reasons = getattr(caller, "reasons", None)
+    if kstats is not None:
+        kstats = _wall_check(caller, task, cfg, case, grads, settings, kstats, kwall,
+                             _own_overhead_ms(res, own_wall), res, entry, tmod)
     if probe is not None:
         entry["stream_probe"] = probe
         msg = stream_probe_message(probe, kernel.abi)
-        reasons = getattr(caller, "reasons", None)
         if msg and reasons is not None:
             cfg.failed.add("stream")
             reasons.add("stream", cfg.index, None,
                         "config '%s': after timing: %s" % (cfg.name, msg))
     peaks = roof.peaks(device.type, req.get("peaks_cache"))
     dtype = cfg.out_specs[0][1] if cfg.out_specs else None
-    kmed = (res.get("kernel") or {}).get("median_ms")
+    kmed = (kstats or {}).get("median_ms")
     entry.update({"flops": int(flops), "bytes": int(nbytes)})
     entry.update(roof.shares(flops, nbytes, kmed, peaks, dtype))
     entry["peaks"] = {"copy_gbps": peaks.get("copy_gbps"),
                       "matmul_tflops": peaks.get("matmul_tflops")}
     return entry
+
+
+def _wall_check(caller, task, cfg, case, grads, settings, kstats, kwall, ovh, res, entry,
+                tmod):
+    """The judge's cross-check of the runner's timing (kbh_remote.crosscheck),
+    taken again up to WALL_ATTEMPTS times while it fails: a busy device or
+    host (another process's work) stretches one wall time now and then, a
+    forged clock every one. A failing last attempt is the reason `timing`.
+    Returns the kernel's stats in force (entry and res follow them)."""
+    ok, figures = kbh_remote.crosscheck(kstats, kwall, ovh, settings["warmup"])
+    attempts = 1
+    while not ok and attempts < WALL_ATTEMPTS:
+        attempts += 1
+        with task.activate(cfg):
+            again, wall, _ = caller.time_kernel(case, case.args, grads, cfg.out_specs,
+                                                settings)
+        if again is None:
+            break
+        ok, figures = kbh_remote.crosscheck(again, wall, ovh, settings["warmup"])
+        if ok:
+            kstats = again
+            entry.update({"kernel": kstats, "method": kstats.get("method"),
+                          "method_reason": kstats.get("method_reason")})
+            entry.update(tmod.speedups(dict(res, kernel=kstats)))
+    figures["attempts"] = attempts
+    entry["wall_check"] = figures
+    reasons = getattr(caller, "reasons", None)
+    if not ok and reasons is not None:
+        cfg.failed.add("timing")
+        reasons.add("timing", cfg.index, None, "config '%s': %s" % (
+            cfg.name, wall_check_message(figures)))
+    return kstats
+
+
+def wall_check_message(figures):
+    if figures.get("why"):
+        return "the kernel's timing could not be checked: %s" % figures["why"]
+    return ("the kernel's process reported %d timed calls whose figures explain at most "
+            "%.1f ms, but the judge saw it take %.1f ms: its timing does not match what "
+            "it did (a clock or figures changed from inside the kernel's process)"
+            % (figures["reps"], figures["bound_ms"], figures["wall_ms"]))
 
 
 def _tolerances(req, outs):
