@@ -32,6 +32,7 @@ void kb_harness_release(struct kb_harness *h)
 	FREE_AND_NULL(h->script);
 	FREE_AND_NULL(h->tmp_root);
 	FREE_AND_NULL(h->log_dir);
+	FREE_AND_NULL(h->peaks_path);
 	strvec_clear(&h->argv_override);
 	kb_sandbox_release(&h->sandbox);
 	strvec_clear(&h->view_ro);

@@ -60,6 +60,9 @@ def _evaluate(path, chan, stages):
         req = kbh_request.parse(path)
     except kbh_request.RequestError as e:
         return _error(None, "request", str(e))
+    if req.get("mode") != "describe":
+        import kbh_zygote
+        kbh_zygote.zygote()  # the kernel's side imports torch while we do
     import kbh_run
     from kbh_task import TaskError
     try:
@@ -117,8 +120,8 @@ def _worker_must_exit(body):
     worker after this result, and is this candidate's crash. A kernel
     that crashed its own process (the runner) left the judge's context
     alone: checked, not assumed."""
-    remote = sys.modules.get("kbh_remote")
-    if remote is not None and remote.lost():
+    zyg = sys.modules.get("kbh_zygote")
+    if zyg is not None and zyg.lost():
         return True  # the bot starts the kernel's side again with the worker
     why = _device_unhealthy()
     if why is None:
@@ -134,6 +137,8 @@ def _preload():
     """Serve mode: the costly imports and CUDA's start, once, before the
     first request. A failure here shows up again, reported, in a request."""
     try:
+        import kbh_zygote
+        kbh_zygote.zygote()  # the kernel's side starts beside our own start
         import torch
         import kbh_run  # noqa: F401
         if torch.cuda.is_available():

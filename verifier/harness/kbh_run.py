@@ -74,6 +74,9 @@ def evaluate(req, chan, stages=None):
 def _evaluate(req, chan, device, clock):
     env = kbh_evidence.environment(req["backend"], device)
     chan.progress("load")
+    if req["mode"] != "describe":
+        # a zygote we start ourselves imports torch while we load the operator
+        kbh_remote.zygote()
     task = kbh_cache.load_task(req["operator"], req["pass"])
     configs, dropped = kbh_cache.prepare(task, req, device)
     base = {"protocol": 1, "mode": req["mode"], "environment": env,
