@@ -2,6 +2,7 @@
 #   make            build/kernelbot
 #   make test       every suite (C unit tests, pytest), ends "N passed, N failed"
 #   make test-asan  the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz       every libFuzzer target (clang) for FUZZ_SECONDS each (default 30)
 #   make test-gpu   the GPU suites (needs an NVIDIA GPU; says so and exits 0 without one)
 #   make demo       the main job on built-in defaults (the bot on the local forge)
 #   make demo-verify the verifier alone on a correct kernel and a reward hack
@@ -26,11 +27,17 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 BASE_CFLAGS := -std=c11 -g $(WARN) -Ibot -I. -Iverifier/include \
 	-DKB_VERSION='"$(VERSION)"' -D_GNU_SOURCE -MMD -MP
 OPT ?= -O2
-SAN_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_FLAGS = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	$(SAN_FLOAT_CAST)
+# gcc's -fsanitize=undefined leaves out float-cast-overflow (a JSON number too
+# big for an int); added where the compiler has it, probed once, when needed
+SAN_FLOAT_CAST = $(eval SAN_FLOAT_CAST := $(shell $(CC) -fsanitize=float-cast-overflow \
+	-x c -c /dev/null -o /dev/null 2>/dev/null && \
+	echo -fsanitize=float-cast-overflow -fno-sanitize-recover=float-cast-overflow))$(SAN_FLOAT_CAST)
 
 ifeq ($(filter $(NODEPS_GOALS),$(MAKECMDGOALS)),)
 ifneq ($(MAKECMDGOALS),)
-DEPS_PROFILE := $(if $(filter test test-asan test-gpu asan check,$(MAKECMDGOALS)),test,$(if $(filter demo demo-verify bench%,$(MAKECMDGOALS)),demo,build))
+DEPS_PROFILE := $(if $(filter test test-asan test-gpu asan check,$(MAKECMDGOALS)),test,$(if $(filter demo demo-verify bench%,$(MAKECMDGOALS)),demo,$(if $(filter fuzz fuzz-build,$(MAKECMDGOALS)),fuzz,build)))
 else
 DEPS_PROFILE := build
 endif
@@ -54,6 +61,10 @@ LIB_SRCS := $(sort $(shell find bot verifier bench -name '*.c' ! -path 'bot/main
 MAIN_SRC := bot/main.c
 TEST_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 TEST_HELPER_SRCS := $(sort $(wildcard tests/unit/helpers/*.c))
+# libFuzzer targets (tests/fuzz/README.md): one fuzz_NAME.c each, plus their helpers
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRCS))
+FUZZ_COMMON_SRCS := tests/fuzz/common.c
 LIBS = $(PKG_LIBS) -lm -lpthread
 
 define objs
@@ -67,7 +78,7 @@ REL := $(BUILD)
 SAN := $(BUILD)/asan
 
 .SECONDARY:
-.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle bench-templates
+.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle bench-templates fuzz fuzz-build
 all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
 
 # kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
@@ -88,7 +99,7 @@ $(REL)/kernelbot: $(call objs,$(REL),$(MAIN_SRC)) $(REL)/libkernelbot.a
 	$(CC) $(CFLAGS_REL) -o $@ $^ $(LIBS) $(LDFLAGS)
 $(REL)/tests/%: $(REL)/obj/tests/unit/%.o $(call objs,$(REL),$(TEST_HELPER_SRCS)) $(REL)/libkernelbot.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) -o $@ $^ $(LIBS) -lcmocka $(LDFLAGS)
+	$(CC) $(CFLAGS_REL) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(LIBS) -lcmocka $(LDFLAGS)
 
 # --- sanitizer build ---
 $(SAN)/obj/%.o: %.c
@@ -101,10 +112,43 @@ $(SAN)/kernelbot: $(call objs,$(SAN),$(MAIN_SRC)) $(SAN)/libkernelbot.a
 	$(CC) $(CFLAGS_SAN) -o $@ $^ $(LIBS) $(LDFLAGS)
 $(SAN)/tests/%: $(SAN)/obj/tests/unit/%.o $(call objs,$(SAN),$(TEST_HELPER_SRCS)) $(SAN)/libkernelbot.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_SAN) -o $@ $^ $(LIBS) -lcmocka $(LDFLAGS)
+	$(CC) $(CFLAGS_SAN) -o $@ $(filter-out %.a,$^) $(filter %.a,$^) $(LIBS) -lcmocka $(LDFLAGS)
 
 TEST_BINS := $(patsubst tests/unit/%.c,$(REL)/tests/%,$(TEST_SRCS))
 SAN_TEST_BINS := $(patsubst tests/unit/%.c,$(SAN)/tests/%,$(TEST_SRCS))
+
+# the fuzz targets' corpus and regression inputs replayed by an ordinary unit
+# test (test_fuzz_regressions), so they run in make test and make test-asan
+$(REL)/tests/test_fuzz_regressions: $(call objs,$(REL),$(FUZZ_SRCS) $(FUZZ_COMMON_SRCS))
+$(SAN)/tests/test_fuzz_regressions: $(call objs,$(SAN),$(FUZZ_SRCS) $(FUZZ_COMMON_SRCS))
+
+# --- fuzzing: clang's libFuzzer with ASan + UBSan; not part of make test ---
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+FUZZ := $(BUILD)/fuzz
+# clang (not gcc) warns on libseccomp's SCMP_A0(op, datum), which leaves a field
+# of its struct to the default: that one warning is off in this build
+FUZZ_FLAGS := -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=undefined -Wno-missing-field-initializers -DKB_LIBFUZZER
+CFLAGS_FUZZ = $(BASE_CFLAGS) $(FUZZ_FLAGS) $(PKG_CFLAGS) $(CFLAGS)
+FUZZ_BINS := $(patsubst %,$(FUZZ)/fuzz_%,$(FUZZ_NAMES))
+
+$(FUZZ)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -c $< -o $@
+$(FUZZ)/libkernelbot.a: $(call objs,$(FUZZ),$(LIB_SRCS))
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ)/fuzz_%: $(FUZZ)/obj/tests/fuzz/fuzz_%.o $(call objs,$(FUZZ),$(FUZZ_COMMON_SRCS)) $(FUZZ)/libkernelbot.a
+	$(FUZZ_CC) $(CFLAGS_FUZZ) -fsanitize=fuzzer -o $@ $^ $(LIBS) $(LDFLAGS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# each target FUZZ_SECONDS on its seeds and regression inputs, FUZZ_JOBS at a
+# time; ends with a summary and fails when any target crashed
+fuzz: fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) sh tests/fuzz/run.sh $(FUZZ) $(FUZZ_NAMES)
 
 asan: $(SAN)/kernelbot
 

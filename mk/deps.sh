@@ -5,6 +5,7 @@
 #                      the openssl command (GitHub App JWTs in the simulator),
 #                      git and a web server for the git smart-HTTP tests
 #   mk/deps.sh demo    build + what the CPU backend runs (torch)
+#   mk/deps.sh fuzz    build + clang and compiler-rt (libFuzzer, the sanitizers)
 # Installs what is missing with apt-get (as root, else through sudo when it
 # needs no password); otherwise stops and prints the exact command to run.
 set -eu
@@ -15,12 +16,14 @@ build_pkgs="gcc g++ make pkg-config git libgit2-dev libcurl4-openssl-dev libcjso
 libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev libseccomp-dev bubblewrap"
 run_pkgs="python3 python3-torch python3-numpy"
 test_pkgs="libcmocka-dev python3-pytest lighttpd sqlite3 openssl"
+fuzz_pkgs="clang libclang-rt-dev"
 
 case "$profile" in
 build) want="$build_pkgs" ;;
 demo) want="$build_pkgs $run_pkgs" ;;
 test) want="$build_pkgs $run_pkgs $test_pkgs" ;;
-*) echo "mk/deps.sh: unknown profile '$profile' (build, demo or test)" >&2; exit 2 ;;
+fuzz) want="$build_pkgs $fuzz_pkgs" ;;
+*) echo "mk/deps.sh: unknown profile '$profile' (build, demo, test or fuzz)" >&2; exit 2 ;;
 esac
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

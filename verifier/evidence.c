@@ -116,16 +116,32 @@ void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *m)
 	set_item(env, "kernelbot", cJSON_CreateString(KB_VERSION));
 }
 
+/* Every member named key: JSON may repeat a key, and cJSON deletes the first one only. */
+static void delete_all(cJSON *o, const char *key)
+{
+	cJSON *it;
+
+	while ((it = cJSON_DetachItemFromObjectCaseSensitive(o, key)))
+		cJSON_Delete(it);
+}
+
 void kb_evidence_scrub(cJSON *ev)
 {
-	cJSON *kb = cJSON_GetObjectItemCaseSensitive(ev, "kernelbot");
-	cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
+	cJSON *kb, *build;
 
-	cJSON_DeleteItemFromObjectCaseSensitive(ev, "log_tail");
-	cJSON_DeleteItemFromObjectCaseSensitive(ev, "operator_log");
-	if (cJSON_IsObject(build))
-		cJSON_DeleteItemFromObjectCaseSensitive(build, "errors");
+	if (!ev)
+		return;
+	/* redaction first: it cleans keys, and "operator\vlog" would become one to remove */
 	kb_redact_json(ev, KB_REDACT_FIELD_MAX);
+	delete_all(ev, "log_tail");
+	delete_all(ev, "operator_log");
+	cJSON_ArrayForEach(kb, ev) {
+		if (!kb->string || strcmp(kb->string, "kernelbot"))
+			continue;
+		cJSON_ArrayForEach(build, kb)
+			if (build->string && !strcmp(build->string, "build") && cJSON_IsObject(build))
+				delete_all(build, "errors");
+	}
 }
 
 int kb_evidence_write(const cJSON *ev, const char *path)
@@ -146,6 +162,7 @@ int kb_evidence_write(const cJSON *ev, const char *path)
 	return rc;
 }
 
+/* A number of the evidence; counts from it go through kb_int_from_double (it comes from outside). */
 static double num(const cJSON *obj, const char *key, double dflt)
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -213,9 +230,9 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 			max_rel = r;
 	}
 	if (summary || nconf) {
-		int n = summary ? (int)num(summary, "configs", nconf) : nconf;
-		int seeds = summary ? (int)num(summary, "seeds", 0) : 0;
-		int trials = summary ? (int)num(summary, "trials", 0) : 0;
+		int n = summary ? kb_int_from_double(num(summary, "configs", nconf)) : nconf;
+		int seeds = summary ? kb_int_from_double(num(summary, "seeds", 0)) : 0;
+		int trials = summary ? kb_int_from_double(num(summary, "trials", 0)) : 0;
 
 		fprintf(fp, "checked: %d config%s x %d seed%s", n, n == 1 ? "" : "s",
 			seeds, seeds == 1 ? "" : "s");
@@ -276,7 +293,7 @@ void kb_evidence_print_table(const cJSON *ev, FILE *fp)
 		if (cJSON_IsString(name) && *name->valuestring)
 			snprintf(label, sizeof(label), "%s", name->valuestring);
 		else
-			snprintf(label, sizeof(label), "#%d", (int)num(c, "index", rows));
+			snprintf(label, sizeof(label), "#%d", kb_int_from_double(num(c, "index", rows)));
 		fmt_ms(obj(t, "eager"), e, sizeof(e));
 		fmt_ms(obj(t, "compile"), co, sizeof(co));
 		fmt_ms(obj(t, "kernel"), k, sizeof(k));

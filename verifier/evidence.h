@@ -51,7 +51,8 @@ void kb_evidence_annotate(cJSON *ev, const struct kb_evidence_meta *meta);
 
 /*
  * Make ev fit to leave this machine or be kept: remove "operator_log",
- * kernelbot.build.errors and "log_tail" (evidence of older versions), and
+ * kernelbot.build.errors and "log_tail" (evidence of older versions),
+ * every copy of a repeated key and keys that only redaction makes so, and
  * redact every string again (rows and files written before redaction
  * existed). For the run's evidence.json (committed with the kernel), the
  * state database and anything published. Idempotent; NULL is a no-op.

@@ -660,6 +660,7 @@ struct load_ctx {
 	const char *data; /* the whole file */
 	size_t len, pos;
 	int lineno;       /* line last handed to inih */
+	size_t max_line;  /* the longest line inih takes, its end included */
 	int err_line;     /* 0: no error yet */
 	struct strbuf err;
 	int set_on[NR_ROWS]; /* line each key was set on, for duplicates */
@@ -778,6 +779,7 @@ static char *read_line(char *str, int num, void *stream)
 		line++;
 	len = (size_t)(end - line);
 	/* inih needs room for "\r\n\0"; it would split a longer line silently */
+	ctx->max_line = num > 3 ? (size_t)num - 3 : 0;
 	if (num < 4 || len > (size_t)num - 3) {
 		fail(ctx, "the line is longer than %d bytes", num > 3 ? num - 3 : 0);
 		return NULL;
@@ -807,6 +809,34 @@ static char *read_line(char *str, int num, void *stream)
 		}
 	}
 	return str;
+}
+
+static void print_row(FILE *fp, const void *base, const struct cfg_row *row);
+
+/*
+ * The job loop hands each child this configuration as kb_config_print
+ * writes it ('$' doubled, ${VAR} expanded, lists normalised): a value
+ * whose line would not fit a line of that file is refused here, where the
+ * message names the key, instead of failing every job. -1 after fail().
+ */
+static int check_printed(struct load_ctx *ctx, const char *section, const void *base,
+			 const struct cfg_row *row)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	if (!fp)
+		die("out of memory");
+	print_row(fp, base, row);
+	fclose(fp);
+	free(buf);
+	if (!ctx->max_line || len <= ctx->max_line)
+		return 0;
+	fail(ctx, "[%s] %s: the value is too long: written for the job's children ('$' as '$$',"
+	     " ${VAR} expanded) its line has %zu bytes, at most %zu fit", section, row->key, len,
+	     ctx->max_line);
+	return -1;
 }
 
 /* A key of [llm.NAME]. */
@@ -850,6 +880,8 @@ static int handle_model(struct load_ctx *ctx, const char *section, const char *k
 		fail(ctx, "[%s] %s: %s", section, key, why.buf);
 		goto out;
 	}
+	if (check_printed(ctx, section, &ctx->cfg->llm_models[mi], row))
+		goto out;
 	ok = 1;
 out:
 	strbuf_release(&val);
@@ -901,6 +933,8 @@ static int handle(void *user, const char *section, const char *key, const char *
 		fail(ctx, "[%s] %s: %s", section, key, why.buf);
 		goto out;
 	}
+	if (check_printed(ctx, section, ctx->cfg, row))
+		goto out;
 	ok = 1;
 out:
 	strbuf_release(&val);

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -155,6 +156,56 @@ int kb_parse_double(const char *s, double *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int64_t kb_sat_add_i64(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+int64_t kb_sat_sub_i64(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+int64_t kb_sat_mul_i64(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(a, b, &r))
+		return (a < 0) != (b < 0) ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
+/* 2^63 is exact as a double; every double below it converts without overflow. */
+int64_t kb_i64_from_double(double d)
+{
+	if (isnan(d))
+		return 0;
+	if (d >= 9223372036854775808.0)
+		return INT64_MAX;
+	if (d <= -9223372036854775808.0)
+		return INT64_MIN;
+	return (int64_t)d;
+}
+
+int kb_int_from_double(double d)
+{
+	if (isnan(d))
+		return 0;
+	if (d >= (double)INT_MAX)
+		return INT_MAX;
+	if (d <= (double)INT_MIN)
+		return INT_MIN;
+	return (int)d;
 }
 
 int kb_mkdir_p(const char *path, mode_t mode)

@@ -47,6 +47,19 @@ int64_t kb_wall_s(void);
 int kb_parse_i64(const char *s, int64_t *out);
 int kb_parse_double(const char *s, double *out);
 
+/*
+ * Saturating arithmetic for figures that come from outside (header values,
+ * JSON numbers): a result beyond the type's range is clamped to its end
+ * instead of overflowing, and a NaN reads as 0. A wait computed from a
+ * server's number this way is at worst very long (and then refused or
+ * capped by the caller), never negative.
+ */
+int64_t kb_sat_add_i64(int64_t a, int64_t b);
+int64_t kb_sat_sub_i64(int64_t a, int64_t b);
+int64_t kb_sat_mul_i64(int64_t a, int64_t b);
+int64_t kb_i64_from_double(double d);
+int kb_int_from_double(double d);
+
 /* mkdir -p with the given mode; 0 when the directory exists afterwards. */
 int kb_mkdir_p(const char *path, mode_t mode);
 /* rm -rf; 0 when the path no longer exists. */

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <math.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -81,6 +82,20 @@ static const cJSON *jobj(const cJSON *o, const char *key)
 	return cJSON_IsObject(v) ? v : NULL;
 }
 
+/*
+ * A pull request number or an id: a whole number in [1, 2^53], else NULL.
+ * What is queued is read back as int64_t, and 1e300 or -0.5 is not one.
+ */
+static const cJSON *jid(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= 9007199254740992.0) ||
+	    v->valuedouble != floor(v->valuedouble))
+		return NULL;
+	return v;
+}
+
 int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, size_t len)
 {
 	cJSON *j = cJSON_ParseWithLength(body, len), *o = NULL;
@@ -104,8 +119,8 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 				strcmp(action, "closed")))
 			goto out;
 		pr = jobj(j, "pull_request");
-		num = cJSON_GetObjectItemCaseSensitive(pr, "number");
-		if (!full || !cJSON_IsNumber(num) || !jstr(jobj(pr, "head"), "sha")) {
+		num = jid(pr, "number");
+		if (!full || !num || !jstr(jobj(pr, "head"), "sha")) {
 			rc = error("webhook 'pull_request': no repository, number or head sha");
 			goto out;
 		}
@@ -128,16 +143,15 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 			goto out;
 		if (!jstr(comment, "body") || !(cmd = kb_jobs_parse_command(jstr(comment, "body"))))
 			goto out;
-		num = cJSON_GetObjectItemCaseSensitive(issue, "number");
-		if (!full || !cJSON_IsNumber(num)) {
+		num = jid(issue, "number");
+		if (!full || !num) {
 			rc = error("webhook 'issue_comment': no repository or number");
 			goto out;
 		}
 		cJSON_AddNumberToObject(o, "number", num->valuedouble);
 		cJSON_AddStringToObject(o, "command", cmd);
-		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(comment, "id")))
-			cJSON_AddNumberToObject(o, "comment_id",
-						cJSON_GetObjectItemCaseSensitive(comment, "id")->valuedouble);
+		if (jid(comment, "id"))
+			cJSON_AddNumberToObject(o, "comment_id", jid(comment, "id")->valuedouble);
 	} else {
 		goto out;
 	}
@@ -145,9 +159,8 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 	cJSON_AddStringToObject(o, "repo", full);
 	if (jstr(sender, "login"))
 		cJSON_AddStringToObject(o, "sender", jstr(sender, "login"));
-	if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(inst, "id")))
-		cJSON_AddNumberToObject(o, "installation_id",
-					cJSON_GetObjectItemCaseSensitive(inst, "id")->valuedouble);
+	if (jid(inst, "id"))
+		cJSON_AddNumberToObject(o, "installation_id", jid(inst, "id")->valuedouble);
 	{
 		char *text = cJSON_PrintUnformatted(o);
 

@@ -50,7 +50,8 @@ bool kb_webhook_signature_ok(const char *secret, const void *body, size_t len,
  * out: {"event", "action", "repo", "number", "head_sha", "label",
  * "sender", "command", "comment_id", "installation_id"}. KB_ENOTFOUND (nothing logged)
  * for an event or action the bot ignores; -1 for a payload without the
- * fields its event must have.
+ * fields its event must have. Numbers are whole, in [1, 2^53]: a pull
+ * request number that is not is missing; an id that is not is left out.
  */
 int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, size_t len);
 

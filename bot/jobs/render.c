@@ -114,7 +114,7 @@ static void read_search_status(struct kb_jobs *j, struct prow *row)
 		row->has_grid = true;
 	}
 	if (jnum(sj, "candidates", 0) > (double)row->pj.candidates)
-		row->pj.candidates = (int64_t)jnum(sj, "candidates", 0);
+		row->pj.candidates = kb_i64_from_double(jnum(sj, "candidates", 0));
 	if (row->pj.best_speedup <= 0) {
 		const cJSON *best = cJSON_GetObjectItemCaseSensitive(sj, "best");
 
@@ -133,16 +133,16 @@ static void fill_row(struct prow *row, enum kb_job_state state, int64_t started,
 	pj->operator_path = row->op;
 	pj->stage = stage_of(state, row->stage, row->progress);
 	if (pj->stage == KB_STAGE_TUNING) {
-		pj->tune_done = (int)jnum(row->progress, "done", 0);
-		pj->tune_total = (int)jnum(row->progress, "total", 0);
+		pj->tune_done = kb_int_from_double(jnum(row->progress, "done", 0));
+		pj->tune_total = kb_int_from_double(jnum(row->progress, "total", 0));
 	}
 	pj->best_speedup = best > 0 ? best : jnum(row->progress, "best_speedup", 0);
-	pj->candidates = (int64_t)jnum(row->progress, "candidates", 0);
+	pj->candidates = kb_i64_from_double(jnum(row->progress, "candidates", 0));
 	if (started)
 		pj->elapsed_s = (double)((finished && state != KB_JOB_RUNNING ? finished : now) - started);
 	if (cJSON_IsString(u) && *u->valuestring) {
 		pj->bot_pr_url = u->valuestring;
-		pj->bot_pr_number = (int64_t)jnum(row->result, "pr_number", 0);
+		pj->bot_pr_number = kb_i64_from_double(jnum(row->result, "pr_number", 0));
 	}
 	if (state == KB_JOB_FAILED)
 		pj->error = row->err;
@@ -279,7 +279,7 @@ static struct kb_speedup_point *read_history(struct runner *r, size_t *nr)
 
 	cJSON_ArrayForEach(e, h) {
 		pts = xrealloc(pts, (n + 1) * sizeof(*pts));
-		pts[n].t = (int64_t)jnum(e, "t", 0);
+		pts[n].t = kb_i64_from_double(jnum(e, "t", 0));
 		pts[n].speedup = jnum(e, "speedup", 0);
 		n++;
 	}
@@ -304,8 +304,10 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 
 	hist = read_history(r, &nh);
 	strbuf_reset(kernel_path);
-	strbuf_addf(kernel_path, "kernelbot/%s/%s", r->slug.buf,
-		    src && !strchr(src, '/') ? src : "kernel.cu");
+	/* a plain file name, else the default: "" or ".." is no kernel file */
+	if (!src || !*src || strchr(src, '/') || !strcmp(src, ".") || !strcmp(src, ".."))
+		src = "kernel.cu";
+	strbuf_addf(kernel_path, "kernelbot/%s/%s", r->slug.buf, src);
 	strbuf_addf(&binding, "kernelbot/%s", r->slug.buf);
 	strbuf_addf(&evpath, "kernelbot/%s/evidence.json", r->slug.buf);
 	memset(&rep, 0, sizeof(rep));
@@ -320,9 +322,9 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	if (cJSON_IsObject(search)) {
 		const cJSON *llm = cJSON_GetObjectItemCaseSensitive(search, "llm"), *m;
 
-		rep.search.candidates = (int64_t)jnum(search, "candidates", 0);
-		rep.search.verified = (int64_t)jnum(search, "verified", 0);
-		rep.search.generations = (int64_t)jnum(search, "generations", 0);
+		rep.search.candidates = kb_i64_from_double(jnum(search, "candidates", 0));
+		rep.search.verified = kb_i64_from_double(jnum(search, "verified", 0));
+		rep.search.generations = kb_i64_from_double(jnum(search, "generations", 0));
 		rep.search.wall_s = jnum(search, "wall_s", 0);
 		rep.search.llm_cost_usd = jnum(llm, "cost_usd", 0);
 		strbuf_addstr(&proposer, "LLM search");
@@ -336,9 +338,9 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "cut_short")))
 			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
 	} else {
-		rep.search.candidates = (int64_t)jnum(tuning, "points_tried", 0);
-		rep.search.verified = (int64_t)jnum(tuning, "verified", 0);
-		rep.search.generations = (int64_t)jnum(tuning, "points_tried", 0);
+		rep.search.candidates = kb_i64_from_double(jnum(tuning, "points_tried", 0));
+		rep.search.verified = kb_i64_from_double(jnum(tuning, "verified", 0));
+		rep.search.generations = kb_i64_from_double(jnum(tuning, "points_tried", 0));
 		rep.search.generations_label = "template points";
 		rep.search.wall_s = jnum(tuning, "seconds", 0);
 		rep.search.proposer = "built-in templates";
@@ -393,11 +395,11 @@ static void self_job(struct runner *r, struct kb_progress_job *pj, cJSON **progr
 	pj->operator_path = r->job.operator_path;
 	pj->stage = stage_of(r->job.state, r->stage.buf, *progress);
 	if (pj->stage == KB_STAGE_TUNING) {
-		pj->tune_done = (int)jnum(*progress, "done", 0);
-		pj->tune_total = (int)jnum(*progress, "total", 0);
+		pj->tune_done = kb_int_from_double(jnum(*progress, "done", 0));
+		pj->tune_total = kb_int_from_double(jnum(*progress, "total", 0));
 	}
 	pj->best_speedup = r->best;
-	pj->candidates = (int64_t)jnum(*progress, "candidates", 0);
+	pj->candidates = kb_i64_from_double(jnum(*progress, "candidates", 0));
 	pj->elapsed_s = r->job.started_at ? (double)(kb_wall_s() - r->job.started_at) : 0;
 	pj->bot_pr_url = r->pr_url.len ? r->pr_url.buf : NULL;
 	pj->bot_pr_number = r->pr_number;

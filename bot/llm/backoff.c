@@ -21,7 +21,12 @@ int64_t llm_retry_after_ms(const char *value, int64_t now_s)
 	len = strlen(value);
 	while (len && (value[len - 1] == ' ' || value[len - 1] == '\t'))
 		len--;
-	if (!len || len >= sizeof(buf))
+	if (!len)
+		return -1;
+	/* delta seconds of any length: a wait as long as can be (the caller caps it) */
+	if (len >= sizeof(buf) && strspn(value, "0123456789") >= len)
+		return INT64_MAX / 2;
+	if (len >= sizeof(buf))
 		return -1;
 	memcpy(buf, value, len);
 	buf[len] = '\0';
@@ -43,7 +48,8 @@ int64_t llm_retry_after_ms(const char *value, int64_t now_s)
 	t = curl_getdate(buf, NULL);
 	if (t == (time_t)-1)
 		return -1;
-	return (int64_t)t > now_s ? ((int64_t)t - now_s) * 1000 : 0;
+	/* saturating: a date in the year 801508015 is a very long wait, not a negative one */
+	return (int64_t)t > now_s ? kb_sat_mul_i64(kb_sat_sub_i64((int64_t)t, now_s), 1000) : 0;
 }
 
 int64_t kb_llm_backoff_ms(int attempt, const char *retry_after, int64_t base_ms, int64_t max_wait_ms,
@@ -67,5 +73,5 @@ int64_t kb_llm_backoff_ms(int attempt, const char *retry_after, int64_t base_ms,
 	if (d > max_wait_ms)
 		d = max_wait_ms;
 	/* full jitter: uniform in [0, d], so that clients never retry in step */
-	return (int64_t)(kb_rng_double(rng) * (double)(d + 1));
+	return (int64_t)(kb_rng_double(rng) * ((double)d + 1.0));
 }

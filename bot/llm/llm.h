@@ -136,7 +136,9 @@ int kb_llm_parse_reply(enum kb_llm_provider p, const char *body, size_t len,
  * answer with http_status and the retry-after header value (NULL: none;
  * seconds or an HTTP date): retry-after when given (capped at
  * max_wait_ms), else base_ms * 2^(attempt-1) with full jitter from *rng,
- * capped at max_wait_ms.
+ * capped at max_wait_ms. max_wait_ms (60 s by default,
+ * kb_llm_client_set_backoff) is the cap on every wait: an absurd
+ * retry-after ("2 Oct 801508015", 10^17 seconds) waits exactly that long.
  */
 int64_t kb_llm_backoff_ms(int attempt, const char *retry_after, int64_t base_ms, int64_t max_wait_ms,
 			  uint64_t *rng);

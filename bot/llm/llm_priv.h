@@ -74,7 +74,11 @@ int64_t llm_json_count(const cJSON *obj, const char *name);
 /* True when sb holds only blanks. */
 bool llm_is_blank(const struct strbuf *sb);
 
-/* Retry-after value (delta seconds, possibly fractional, or an HTTP date) in ms; -1 when unreadable. */
+/*
+ * Retry-after value (delta seconds, possibly fractional, or an HTTP date)
+ * in ms; -1 when unreadable. Saturating, never negative for a readable
+ * value; kb_llm_backoff_ms caps it at the client's max wait.
+ */
 int64_t llm_retry_after_ms(const char *value, int64_t now_s);
 
 #endif

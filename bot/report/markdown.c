@@ -362,7 +362,7 @@ void kb_md_fmt_duration(char *buf, size_t size, double seconds)
 
 	if (!isfinite(seconds) || seconds < 0)
 		seconds = 0;
-	s = (long)(seconds + 0.5);
+	s = (long)kb_i64_from_double(seconds + 0.5); /* 1e300 s from a file: saturated */
 	if (s < 60)
 		snprintf(buf, size, "%lds", s);
 	else if (s < 3600)

@@ -913,7 +913,7 @@ static void sec_search(struct strbuf *sb, struct body_ctx *c)
 
 static void add_elapsed_label(struct strbuf *sb, double s, double span)
 {
-	long t = (long)(s + 0.5);
+	long t = (long)kb_i64_from_double(s + 0.5); /* history.json's times: saturated */
 
 	if (span < 120)
 		strbuf_addf(sb, "\"%lds\"", t);

@@ -96,6 +96,7 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 	const char *verdict = str(ev, "verdict");
 	double ge = num(summary, "geomean_speedup_eager"), gc = num(summary, "geomean_speedup_compile");
 	double configs = num(summary, "configs"), seeds = num(summary, "seeds");
+	int nc = kb_int_from_double(configs), ns = kb_int_from_double(seeds); /* from outside */
 	char a[32];
 
 	strbuf_addstr(sb, verdict && !strcmp(verdict, "verified") ? "**Verified**: " : "**Not verified**: ");
@@ -114,8 +115,7 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 		kb_md_fmt_speedup(a, sizeof(a), ge);
 		strbuf_addf(sb, ": **%s** %s torch eager", a, ge >= 1.0 ? "faster than" : "the speed of");
 		if (!isnan(configs))
-			strbuf_addf(sb, " (geometric mean over %d config%s)", (int)configs,
-				    (int)configs == 1 ? "" : "s");
+			strbuf_addf(sb, " (geometric mean over %d config%s)", nc, nc == 1 ? "" : "s");
 		if (!isnan(gc)) {
 			kb_md_fmt_speedup(a, sizeof(a), gc);
 			strbuf_addf(sb, ", %s against torch.compile", a);
@@ -138,7 +138,7 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 	}
 	if (!isnan(configs) && !isnan(seeds))
 		strbuf_addf(sb, "; %d config%s x %d seed%s passed every check in a fresh process",
-			    (int)configs, (int)configs == 1 ? "" : "s", (int)seeds, (int)seeds == 1 ? "" : "s");
+			    nc, nc == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
 	strbuf_addstr(sb, ".\n");
 	if (summary && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(summary, "suspicious")))
 		strbuf_addstr(sb, "\n**Suspicious speedup**: above the configured threshold; check the evidence before trusting it.\n");

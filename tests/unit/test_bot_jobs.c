@@ -172,6 +172,39 @@ static void test_extract_fixtures(void **state)
 	free(comment);
 }
 
+/*
+ * Numbers the daemon reads back as int64_t (issue 13's fuzzing): a pull
+ * request number that is not a whole number in [1, 2^53] is no number,
+ * an id that is not one is left out.
+ */
+static void test_extract_numbers(void **state)
+{
+	static const char *const bad[] = { "1e300", "-3", "0", "7.5", "9007199254740994" };
+	struct strbuf body = STRBUF_INIT;
+	cJSON *j;
+	int rc;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		strbuf_reset(&body);
+		strbuf_addf(&body, "{\"action\":\"labeled\",\"pull_request\":{\"number\":%s,"
+			    "\"head\":{\"sha\":\"abc\"}},\"label\":{\"name\":\"optimize-kernel\"},"
+			    "\"repository\":{\"full_name\":\"acme/ops\"}}", bad[i]);
+		j = extract("pull_request", body.buf, &rc);
+		assert_int_equal(rc, -1);
+		assert_null(j);
+	}
+	j = extract("issue_comment",
+		    "{\"action\":\"created\",\"issue\":{\"number\":7,\"pull_request\":{}},"
+		    "\"comment\":{\"id\":-0.5,\"body\":\"/kernelbot run\"},\"installation\":{\"id\":1e19},"
+		    "\"repository\":{\"full_name\":\"acme/ops\"}}", &rc);
+	assert_int_equal(rc, 0);
+	assert_true(cJSON_GetObjectItemCaseSensitive(j, "number")->valuedouble == 7);
+	assert_null(cJSON_GetObjectItemCaseSensitive(j, "comment_id"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(j, "installation_id"));
+	cJSON_Delete(j);
+	strbuf_release(&body);
+}
+
 static void test_delivery_dedup(void **state)
 {
 	char dir[] = "/tmp/kb-test-jobs-XXXXXX";
@@ -359,6 +392,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_signature),
 		cmocka_unit_test(test_extract_fixtures),
+		cmocka_unit_test(test_extract_numbers),
 		cmocka_unit_test(test_delivery_dedup),
 		cmocka_unit_test(test_parse_command),
 		cmocka_unit_test(test_repo_config),

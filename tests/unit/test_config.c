@@ -657,6 +657,32 @@ static void test_long_line(void **state)
 	strbuf_release(&body);
 }
 
+/*
+ * A value whose line, as the job loop writes it for its children ('$'
+ * doubled, ${VAR} expanded), would be too long for them to read: refused
+ * when it is loaded (issue 13's fuzzing found the round trip broken).
+ */
+static void test_long_line_for_child(void **state)
+{
+	struct strbuf body = STRBUF_INIT, val = STRBUF_INIT;
+
+	/* "$x" is kept as it is and written "$$x": 138 bytes in the file, 198 for the child */
+	strbuf_addstr(&body, "[core]\nstate_dir = /srv/");
+	for (int i = 0; i < 60; i++)
+		strbuf_addstr(&body, "$x");
+	strbuf_addstr(&body, "\n");
+	expect_error(body.buf, 2, "[core] state_dir: the value is too long", "'$' as '$$'");
+	/* a variable that expands past a line */
+	for (int i = 0; i < 30; i++)
+		strbuf_addstr(&val, "/very/long");
+	setenv("KB_TEST_LONG_DIR", val.buf, 1);
+	expect_error("[core]\nstate_dir = ${KB_TEST_LONG_DIR}\n", 2,
+		     "[core] state_dir: the value is too long", "fit");
+	unsetenv("KB_TEST_LONG_DIR");
+	strbuf_release(&body);
+	strbuf_release(&val);
+}
+
 static void test_bad_int(void **state)
 {
 	expect_error("[harness]\ntimeout_s = 12s\n", 2,
@@ -1116,6 +1142,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unknown_section, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syntax_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_long_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_line_for_child, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_int, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_enum, setup, teardown),

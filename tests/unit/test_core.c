@@ -8,6 +8,8 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -195,6 +197,32 @@ static void test_util_parse_and_fs(void **state)
 	strbuf_release(&p);
 }
 
+/* Figures from outside never overflow: clamped to the type's ends, NaN is 0. */
+static void test_util_saturating(void **state)
+{
+	assert_true(kb_sat_mul_i64(200376420520689575LL, 1000) == INT64_MAX);
+	assert_true(kb_sat_mul_i64(-200376420520689575LL, 1000) == INT64_MIN);
+	assert_true(kb_sat_mul_i64(-3, -4) == 12);
+	assert_true(kb_sat_add_i64(INT64_MAX - 1, 5) == INT64_MAX);
+	assert_true(kb_sat_add_i64(INT64_MIN + 1, -5) == INT64_MIN);
+	assert_true(kb_sat_add_i64(40, 2) == 42);
+	assert_true(kb_sat_sub_i64(INT64_MAX, -1) == INT64_MAX);
+	assert_true(kb_sat_sub_i64(1764700000, INT64_MIN) == INT64_MAX);
+	assert_true(kb_sat_sub_i64(INT64_MIN, 1) == INT64_MIN);
+	assert_true(kb_sat_sub_i64(50, 8) == 42);
+
+	assert_int_equal(kb_int_from_double(116360220765.0), INT_MAX);
+	assert_int_equal(kb_int_from_double(-1e300), INT_MIN);
+	assert_int_equal(kb_int_from_double(INFINITY), INT_MAX);
+	assert_int_equal(kb_int_from_double(NAN), 0);
+	assert_int_equal(kb_int_from_double(-7.9), -7);
+	assert_int_equal(kb_int_from_double(2147483646.5), 2147483646);
+	assert_true(kb_i64_from_double(9223372036854775808.0) == INT64_MAX);
+	assert_true(kb_i64_from_double(-1e300) == INT64_MIN);
+	assert_true(kb_i64_from_double(NAN) == 0);
+	assert_true(kb_i64_from_double(9007199254740993.0) == 9007199254740992LL);
+}
+
 static void test_signals_flags(void **state)
 {
 	kb_signals_install();
@@ -221,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_strvec),
 		cmocka_unit_test(test_log_levels_and_redaction),
 		cmocka_unit_test(test_util_parse_and_fs),
+		cmocka_unit_test(test_util_saturating),
 		cmocka_unit_test(test_signals_flags),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

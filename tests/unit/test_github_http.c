@@ -243,6 +243,42 @@ static void test_decide_5xx_and_transport(void **state)
 	assert_int_equal(decide(&o, 0, 1000, 0).verdict, GH_FAIL);
 }
 
+/*
+ * Absurd header values (issue 13's fuzzing): seconds x 1000 saturates, so
+ * the wait is over max_wait_ms and the request fails; before, it wrapped
+ * to a negative wait and an immediate retry.
+ */
+static void test_decide_overflow(void **state)
+{
+	struct gh_outcome o = GH_OUTCOME_INIT;
+	struct gh_decision d;
+
+	o.status = 429;
+	o.retry_after = "200376420520689575";
+	d = decide(&o, 0, 1764700000, 0.5);
+	assert_int_equal(d.verdict, GH_FAIL);
+	assert_true(d.rate_limited);
+	/* delta seconds past int64 are as long as can be, not unreadable */
+	assert_true(gh_retry_after_s("40075284104137915000752841041379150", 1000) == INT64_MAX);
+	o.retry_after = "40075284104137915000752841041379150";
+	assert_int_equal(decide(&o, 0, 1764700000, 0.5).verdict, GH_FAIL);
+
+	o.status = 403;
+	o.retry_after = NULL;
+	o.rl_remaining = 0;
+	o.rl_reset = INT64_MAX;
+	d = decide(&o, 0, 1764700000, 0.5);
+	assert_int_equal(d.verdict, GH_FAIL);
+	assert_true(d.rate_limited);
+	o.rl_reset = 9223372035058469414LL;
+	assert_int_equal(decide(&o, 0, 1764700000, 0.5).verdict, GH_FAIL);
+
+	/* the quota wait before the next request: the client refuses it */
+	assert_true(gh_quota_wait_ms(0, INT64_MAX, 1764700000) == INT64_MAX);
+	assert_true(gh_quota_wait_ms(0, 9223372035058469414LL, 1764700000) > P.max_wait_ms);
+	assert_int_equal(gh_quota_wait_ms(0, 1764700030, 1764700000), 31000);
+}
+
 static void test_backoff_schedule(void **state)
 {
 	int64_t prev_lo = 0;
@@ -607,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_decide_primary_reset),
 		cmocka_unit_test(test_decide_secondary),
 		cmocka_unit_test(test_decide_5xx_and_transport),
+		cmocka_unit_test(test_decide_overflow),
 		cmocka_unit_test(test_backoff_schedule),
 		cmocka_unit_test(test_mutation_spacing),
 		cmocka_unit_test(test_base64url),

@@ -16,6 +16,7 @@
 #include "core/subprocess.h"
 #include "core/util.h"
 #include "llm/llm.h"
+#include "llm/llm_priv.h"
 #include "llm/usage.h"
 #include "search/rng.h"
 
@@ -418,6 +419,38 @@ static void test_backoff(void **state)
 	}
 	assert_true(hi > 4000);
 	assert_int_equal(kb_llm_backoff_ms(3, NULL, 0, 5000, &rng), 0);
+}
+
+/*
+ * Absurd Retry-After values (issue 13's fuzzing): seconds x 1000
+ * saturates instead of wrapping (to a negative wait, or a wrong one), and
+ * the wait is the cap.
+ */
+static void test_backoff_overflow(void **state)
+{
+	static const char *const absurd[] = {
+		"2 Oct 801508015",
+		"Sun, 06 Nov 400000000 08:49:37 GMT", /* wrapped to a negative wait */
+		"200376420520689575",
+		"40075284104137915000752841041379150",
+	};
+	char digits[300];
+	uint64_t rng = 9;
+
+	for (size_t i = 0; i < ARRAY_SIZE(absurd); i++) {
+		int64_t ra = llm_retry_after_ms(absurd[i], 1764700000);
+
+		if (ra < INT64_MAX / 2)
+			fail_msg("retry-after '%s' gave %lld ms", absurd[i], (long long)ra);
+		assert_int_equal(kb_llm_backoff_ms(1, absurd[i], 100, 60000, &rng), 60000);
+	}
+	/* delta seconds longer than any buffer: still a wait, not "unreadable" */
+	memset(digits, '9', sizeof(digits) - 1);
+	digits[sizeof(digits) - 1] = '\0';
+	assert_true(llm_retry_after_ms(digits, 1764700000) >= INT64_MAX / 2);
+	assert_int_equal(kb_llm_backoff_ms(1, digits, 100, 60000, &rng), 60000);
+	/* and no overflow in the jitter for the largest cap */
+	assert_true(kb_llm_backoff_ms(70, NULL, 1000, INT64_MAX, &rng) >= 0);
 }
 
 /* --- the client without a network --- */
@@ -1268,6 +1301,7 @@ int main(void)
 		cmocka_unit_test(test_parse_openai),
 		cmocka_unit_test(test_parse_anthropic),
 		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_backoff_overflow),
 		cmocka_unit_test(test_pick),
 		cmocka_unit_test(test_cost_estimate),
 		cmocka_unit_test(test_request_hash),

@@ -230,6 +230,9 @@ static void test_utf8_prefix(void **state)
 		assert_string_equal(buf, "12m 04s");
 		kb_md_fmt_duration(buf, sizeof(buf), 7380);
 		assert_string_equal(buf, "2h 03m");
+		/* a wall time from kernel.json no long holds: saturated, not undefined */
+		kb_md_fmt_duration(buf, sizeof(buf), 1e300);
+		assert_string_equal(buf, "2562047788015215h 30m");
 	}
 }
 

@@ -173,6 +173,8 @@ int gh_http_perform(struct gh_http *h, const struct gh_http_req *req, struct gh_
 	int ret = -1;
 
 	gh_http_resp_reset(resp);
+	if (h->fake)
+		return h->fake(h->fake_payload, req, resp);
 	curl_easy_reset(c);
 	for (size_t i = 0; i < req->headers->nr; i++) {
 		struct curl_slist *n = curl_slist_append(list, req->headers->v[i]);

@@ -14,11 +14,25 @@
 
 #include <curl/curl.h>
 
+struct gh_http_req;
+struct gh_http_resp;
+
+/*
+ * An exchange without the network, for the fuzz targets (tests/fuzz): it
+ * fills resp through gh_http_header_cb and gh_http_body_cb as libcurl
+ * would and sets resp->transport (and status); returns what
+ * gh_http_perform returns.
+ */
+typedef int (*gh_http_fake_fn)(void *payload, const struct gh_http_req *req,
+			       struct gh_http_resp *resp);
+
 struct gh_http {
 	CURL *curl;
 	int64_t timeout_ms;         /* whole transfer */
 	int64_t connect_timeout_ms;
 	size_t max_body;
+	gh_http_fake_fn fake;       /* NULL (always, outside tests): libcurl */
+	void *fake_payload;
 };
 
 struct gh_http_req {

@@ -14,6 +14,11 @@
  *      5xx, timeouts and connection errors: exponential backoff with
  *      jitter; other 4xx and an over-cap body fail at once;
  *      a wait longer than max_wait_ms, or max_attempts used, fails;
+ *      max_wait_ms (65 min by default) is the cap on any single wait:
+ *      seconds from a header become milliseconds with saturating
+ *      arithmetic, so an absurd value (Retry-After: 200376420520689575,
+ *      an x-ratelimit-reset in the year 10^10) is a wait over the cap,
+ *      which fails, never a negative wait and an immediate retry;
  *  - the spacing of mutating requests (secondary limits).
  */
 #include "core/common.h"
@@ -74,14 +79,19 @@ void gh_decide(struct gh_decision *out, const struct gh_policy *p, const struct 
  */
 int64_t gh_backoff_ms(const struct gh_policy *p, int attempt, double jitter);
 
-/* Seconds in a retry-after value (delta seconds or an HTTP date); -1 when unreadable. */
+/*
+ * Seconds in a retry-after value (delta seconds or an HTTP date); -1 when
+ * unreadable. Not capped: the caller compares the wait with max_wait_ms
+ * (delta seconds too large for int64 are INT64_MAX).
+ */
 int64_t gh_retry_after_s(const char *value, int64_t now_s);
 
 /* Milliseconds to wait before a mutating request, the last one having started at last_ms (0: none). */
 int64_t gh_mutation_wait_ms(int64_t last_ms, int64_t now_ms, int64_t gap_ms);
 /*
  * Milliseconds to wait before any request when the last response said the
- * quota is spent (remaining 0 until reset); 0 otherwise.
+ * quota is spent (remaining 0 until reset, plus a second); 0 otherwise.
+ * Saturates at INT64_MAX: the caller refuses waits over max_wait_ms.
  */
 int64_t gh_quota_wait_ms(int64_t remaining, int64_t reset_s, int64_t now_s);
 
