@@ -204,7 +204,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/kernelbot
 	install -m 0755 $(REL)/kernelbot $(DESTDIR)$(PREFIX)/bin/kernelbot
 	install -m 0644 config.ini $(DESTDIR)$(PREFIX)/share/kernelbot/config.ini
-	for d in verifier/harness bench/harness bot/templates/cuda bot/templates/cpu bot/search/prompts; do \
+	for d in verifier/harness bot/templates/cuda bot/templates/cpu bot/search/prompts; do \
 		if [ -d $$d ]; then install -d $(DESTDIR)$(PREFIX)/share/kernelbot/$$d && \
 			cp -R $$d/. $(DESTDIR)$(PREFIX)/share/kernelbot/$$d/; fi; done
 	install -d $(DESTDIR)$(PREFIX)/share/kernelbot/verifier/include/dlpack

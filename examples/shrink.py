@@ -11,7 +11,7 @@ copies with every size divided by FACTOR and nothing else changed:
 gives OUTDIR/kernelbench/NAME.py and OUTDIR/robust-kbench/NAME/. A size is
 a top-level `NAME = INT` of a KernelBench file, or an int value in a
 robust-kbench config JSON, above 8 and not named like a hyper-parameter
-(the harness's rule, verifier/harness/kbh_configs.py). An odd size stays
+(the harness's rule, verifier/harness/kernelbot_harness/configs.py). An odd size stays
 odd, so odd-size configs keep testing tails. No torch needed.
 """
 import argparse

@@ -63,10 +63,7 @@ static void harness_view(struct kb_harness *h, const struct kb_config *cfg, cons
 	strvec_clear(&h->view_ro);
 	push_view_dir(&h->view_ro, script);
 	if (h->view_ro.nr) {
-		/* verifier/harness/../../bench/harness (kbh_timing.py), include/ beside */
-		strbuf_addf(&sb, "%s/../../bench/harness", h->view_ro.v[0]);
-		push_view_dir(&h->view_ro, sb.buf);
-		strbuf_reset(&sb);
+		/* the ABI headers: verifier/include beside verifier/harness */
 		strbuf_addf(&sb, "%s/../include", h->view_ro.v[0]);
 		push_view_dir(&h->view_ro, sb.buf);
 	}
@@ -135,7 +132,7 @@ void kb_harness_trusted_peaks(struct kb_harness *h, const char *backend)
 	/* other devices' entries are kept: the measurement adds its own */
 	if (had && !strbuf_read_file(&text, h->peaks_path, 1 << 20))
 		kb_write_file_atomic(cache.buf, text.buf, text.len);
-	strbuf_addf(&script, "%s/../../bench/harness/roofline.py", h->view_ro.v[0]);
+	strbuf_addf(&script, "%s/kb_peaks.py", h->view_ro.v[0]);
 	strvec_pushl(&cp.args, h->python, "-I", "-B", script.buf, "--measure", backend,
 		     "--cache", cache.buf, NULL);
 	cp.dir = dir.buf;

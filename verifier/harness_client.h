@@ -69,7 +69,7 @@ void kb_harness_request_paths(const cJSON *request, struct strvec *paths);
  * With the sandbox on, a harness cannot write peaks.json (the copy and
  * matrix peaks the shares in a report are measured against): a sandboxed
  * process that loads no operator and no candidate measures them
- * (bench/harness/roofline.py --measure) when peaks.json has no entry for
+ * (verifier/harness/kb_peaks.py --measure) when peaks.json has no entry for
  * backend, and the bot writes the file; every harness then sees it
  * read-only. Once per process and backend; failures are logged and cost
  * only a measurement inside each harness. Not const: it records that it ran.
@@ -85,7 +85,7 @@ int kb_harness_sandbox(const struct kb_harness *h, const struct strvec *paths,
 /*
  * From the config: timeout_s, memory_limit_mb, tmp_root <state_dir>/tmp
  * (else $TMPDIR, else /tmp), the [sandbox] and its view (the script's
- * folder, bench/harness beside it, <state_dir>/build-cache and peaks.json).
+ * folder (the harness package with its timing code), <state_dir>/build-cache and peaks.json).
  * Returns 0 or -1 (a sandbox that cannot be set up, logged).
  */
 int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,

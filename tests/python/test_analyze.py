@@ -11,11 +11,10 @@ import torch
 
 from test_harness_common import TOP, op, request, run_harness
 
-sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
-import kbh_analyze  # noqa: E402
-import kbh_prepare  # noqa: E402
-import kbh_task  # noqa: E402
-from kbh_analyze_classify import pattern  # noqa: E402
+from kernelbot_harness.analysis import analyze as kbh_analyze  # noqa: E402
+from kernelbot_harness import prepare as kbh_prepare  # noqa: E402
+from kernelbot_harness import task as kbh_task  # noqa: E402
+from kernelbot_harness.analysis.classify import pattern  # noqa: E402
 
 CPU = torch.device("cpu")
 

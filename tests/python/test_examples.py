@@ -22,9 +22,8 @@ import torch
 from test_harness_common import PYTHON, TOP, request, run_harness, scratch_dir
 
 sys.dont_write_bytecode = True  # no __pycache__ inside examples/
-sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
 sys.path.insert(0, os.path.join(TOP, "examples"))
-import kbh_configs  # noqa: E402
+from kernelbot_harness import configs as kbh_configs  # noqa: E402
 import shrink  # noqa: E402
 
 EXAMPLES = os.path.join(TOP, "examples")

@@ -5,8 +5,7 @@ import sys
 
 from test_harness_common import TOP, op, request, run_harness
 
-sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
-import kbh_configs  # noqa: E402
+from kernelbot_harness import configs as kbh_configs  # noqa: E402
 
 
 def describe(operator, **kw):

@@ -9,9 +9,8 @@ import torch
 
 TOP = os.environ.get("KB_TOP") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(TOP, "bench", "harness"))
 
-import roofline  # noqa: E402
+from kernelbot_harness.timing import roofline as roofline  # noqa: E402
 
 
 # ------------------------------------------------------------- count

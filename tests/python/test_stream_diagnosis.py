@@ -15,13 +15,12 @@ torch = pytest.importorskip("torch")
 
 TOP = os.environ.get("KB_TOP") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
 
-import kbh_calls  # noqa: E402
-import kbh_memory  # noqa: E402
-import kbh_timing  # noqa: E402
-import kbh_verify  # noqa: E402
-from kbh_calls import CallResult  # noqa: E402
+from kernelbot_harness.checks import calls as kbh_calls  # noqa: E402
+from kernelbot_harness.checks import memory as kbh_memory  # noqa: E402
+from kernelbot_harness.timing import evaluation as kbh_timing  # noqa: E402
+from kernelbot_harness import verify as kbh_verify  # noqa: E402
+from kernelbot_harness.checks.calls import CallResult  # noqa: E402
 
 N = 64
 

@@ -11,9 +11,8 @@ import torch
 
 TOP = os.environ.get("KB_TOP") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(TOP, "bench", "harness"))
 
-import timing  # noqa: E402
+from kernelbot_harness.timing import measure as timing  # noqa: E402
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                           reason="no CUDA device")

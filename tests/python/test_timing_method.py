@@ -14,10 +14,8 @@ import pytest
 
 TOP = os.environ.get("KB_TOP") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(TOP, "bench", "harness"))
-sys.path.insert(0, os.path.join(TOP, "verifier", "harness"))
 
-import timing  # noqa: E402
+from kernelbot_harness.timing import measure as timing  # noqa: E402
 
 
 # ------------------------------------------------------------ a fake device
@@ -761,7 +759,7 @@ def test_torch_cuda_fault_is_not_a_capture_failure():
 
 def test_harness_timing_method_from_request_and_environment(monkeypatch):
     pytest.importorskip("torch")  # kbh_timing imports torch
-    import kbh_timing
+    from kernelbot_harness.timing import evaluation as kbh_timing
     monkeypatch.delenv("KB_TIMING_METHOD", raising=False)
     assert kbh_timing.timing_method({"timing": {}}) == "events"
     monkeypatch.setenv("KB_TIMING_METHOD", "events")

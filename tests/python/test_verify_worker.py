@@ -335,7 +335,7 @@ def test_cache_compiles_once_and_hands_out_fresh_configs():
 
 
 def _cache_checks(torch):
-    import kbh_cache
+    from kernelbot_harness import cache as kbh_cache
 
     class FakeTiming:
         calls = 0

@@ -39,7 +39,7 @@ def _args(argv):
 
 
 def _error(req, check, message, verdict="error"):
-    import kbh_evidence
+    from kernelbot_harness import evidence as kbh_evidence
     backend = (req or {}).get("backend") or "cpu"
     r = {"check": check, "config": None, "seed": None, "message": message, "count": 1}
     return {"protocol": 1, "mode": (req or {}).get("mode"), "verdict": verdict,
@@ -55,16 +55,16 @@ def device_fault(e):
 
 
 def _evaluate(path, chan, stages):
-    import kbh_request
+    from kernelbot_harness import request as kbh_request
     try:
         req = kbh_request.parse(path)
     except kbh_request.RequestError as e:
         return _error(None, "request", str(e))
     if req.get("mode") != "describe":
-        import kbh_zygote
+        from kernelbot_harness import zygote as kbh_zygote
         kbh_zygote.zygote()  # the kernel's side imports torch while we do
-    import kbh_run
-    from kbh_task import TaskError
+    from kernelbot_harness import run as kbh_run
+    from kernelbot_harness.task import TaskError
     try:
         return kbh_run.evaluate(req, chan, stages)
     except kbh_request.RequestError as e:
@@ -120,7 +120,7 @@ def _worker_must_exit(body):
     worker after this result, and is this candidate's crash. A kernel
     that crashed its own process (the runner) left the judge's context
     alone: checked, not assumed."""
-    zyg = sys.modules.get("kbh_zygote")
+    zyg = sys.modules.get("kernelbot_harness.zygote")
     if zyg is not None and zyg.lost():
         return True  # the bot starts the kernel's side again with the worker
     why = _device_unhealthy()
@@ -137,10 +137,10 @@ def _preload():
     """Serve mode: the costly imports and CUDA's start, once, before the
     first request. A failure here shows up again, reported, in a request."""
     try:
-        import kbh_zygote
+        from kernelbot_harness import zygote as kbh_zygote
         kbh_zygote.zygote()  # the kernel's side starts beside our own start
         import torch
-        import kbh_run  # noqa: F401
+        from kernelbot_harness import run as kbh_run  # noqa: F401
         if torch.cuda.is_available():
             torch.zeros(1, device="cuda")
     except Exception:
@@ -149,7 +149,7 @@ def _preload():
 
 def serve(chan, requests_fd):
     """One evaluation per request path read from requests_fd, in order."""
-    import kbh_cache
+    from kernelbot_harness import cache as kbh_cache
     kbh_cache.enabled = True
     _preload()
     requests = os.fdopen(requests_fd, "rb", buffering=0)
@@ -191,7 +191,7 @@ def _protect_self():
 def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
     _protect_self()
-    import kbh_channel
+    from kernelbot_harness import channel as kbh_channel
     args = _args(argv)
     try:
         if args and args[0] == "serve":

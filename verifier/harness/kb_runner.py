@@ -130,9 +130,9 @@ def zygote(fd):
     base = os.getcwd()
     try:
         import torch  # noqa: F401  the costly import, once
-        import kbh_calls  # noqa: F401
-        import kbh_runner  # noqa: F401
-        import kbh_timing
+        from kernelbot_harness.checks import calls as kbh_calls  # noqa: F401
+        from kernelbot_harness import runner as kbh_runner  # noqa: F401
+        from kernelbot_harness.timing import evaluation as kbh_timing
         kbh_timing.load_bench()
     except Exception as e:  # reported again by the runner that needs it
         sys.stderr.write("kb_runner: preload failed: %s\n" % e)
@@ -147,7 +147,7 @@ def zygote(fd):
 
 
 def _serve(ctl, base, workdirs):
-    import kbh_wire
+    from kernelbot_harness import wire as kbh_wire
     seq = 0
     me = os.getpid()
     while True:
@@ -168,7 +168,7 @@ def _serve(ctl, base, workdirs):
                     ctl.close()
                     mine.close()
                     _own_output(workdir)
-                    import kbh_runner
+                    from kernelbot_harness import runner as kbh_runner
                     rc = kbh_runner.serve(theirs, workdir)
                 except BaseException:  # noqa: B902  the runner's end, whatever it was
                     import traceback

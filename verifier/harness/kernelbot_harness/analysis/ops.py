@@ -13,7 +13,7 @@ import ast
 
 import torch
 
-from kbh_analyze_trace import Opaque, TensorMeta
+from kernelbot_harness.analysis.trace import Opaque, TensorMeta
 
 
 class R:

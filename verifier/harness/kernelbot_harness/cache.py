@@ -21,8 +21,8 @@ import stat
 import sys
 from collections import OrderedDict
 
-import kbh_prepare
-import kbh_task
+from kernelbot_harness import prepare as kbh_prepare
+from kernelbot_harness import task as kbh_task
 
 MAX_OPERATORS = 4
 

@@ -9,12 +9,12 @@ import os
 
 import torch
 
-import kbh_checks
-import kbh_inputs
-import kbh_memory
-import kbh_reference
-from kbh_calls import DeviceFault, early_write_message, stream_fix
-from kbh_task import TaskError
+from kernelbot_harness.checks import compare as kbh_checks
+from kernelbot_harness import inputs as kbh_inputs
+from kernelbot_harness.checks import memory as kbh_memory
+from kernelbot_harness import reference as kbh_reference
+from kernelbot_harness.checks.calls import DeviceFault, early_write_message, stream_fix
+from kernelbot_harness.task import TaskError
 
 CHECKS = ("kernel_error", "correctness", "nan_mismatch", "unwritten_output",
           "out_of_bounds", "input_mutation", "cached_result", "precision",

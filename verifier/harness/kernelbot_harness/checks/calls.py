@@ -30,7 +30,7 @@ import time
 
 import torch
 
-import kbh_memory
+from kernelbot_harness.checks import memory as kbh_memory
 
 CPU_SETTLE_S = 0.05  # a CPU kernel's stray thread has this long to show itself
 HOLD_MS = 4.0        # first hold of the given stream before a gated call

@@ -9,8 +9,8 @@ row_len elements, a col operand exactly one per row.
 """
 import re
 
-from kbh_analyze_graph import node, numel, replace_uses, users
-from kbh_analyze_ops import R
+from kernelbot_harness.analysis.graph import node, numel, replace_uses, users
+from kernelbot_harness.analysis.ops import R
 
 POINTWISE = {"add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "pow",
              "relu", "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "elu", "selu",

@@ -15,18 +15,16 @@ candidate's word; the judge cross-checks the timing against the wall
 clock it sees (time_kernel) and treats a dead or babbling runner as the
 candidate's crash.
 """
-import os
 import signal
-import socket
 import sys
 import time
 
 import torch
 
-import kbh_wire
-from kbh_abi import KernelLoadError
-from kbh_zygote import RunnerError, zygote  # noqa: F401  (RunnerError: for kbh_run)
-from kbh_calls import CallResult, DeviceFault
+from kernelbot_harness import wire as kbh_wire
+from kernelbot_harness.abi import KernelLoadError
+from kernelbot_harness.zygote import RunnerError, zygote  # noqa: F401  (RunnerError: for kbh_run)
+from kernelbot_harness.checks.calls import CallResult, DeviceFault
 
 # cross-check of the runner's timing (PROTOCOL.md): its wall time may
 # exceed what its figures explain by this factor, plus FIXED_MS

@@ -96,9 +96,9 @@ def nothing():
 def load(path, pass_):
     """A KernelBench file or a robust-kbench folder, by what path is."""
     if os.path.isdir(path):
-        from kbh_task_rk import RobustKBenchTask
+        from kernelbot_harness.task_rk import RobustKBenchTask
         return RobustKBenchTask(path, pass_)
     if os.path.isfile(path) and path.endswith(".py"):
-        from kbh_task_kb import KernelBenchTask
+        from kernelbot_harness.task_kb import KernelBenchTask
         return KernelBenchTask(path, pass_)
     raise TaskError("operator '%s' is neither a .py file nor a task folder" % path)

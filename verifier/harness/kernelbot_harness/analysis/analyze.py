@@ -15,13 +15,13 @@ import traceback
 
 import torch
 
-import kbh_prepare
-from kbh_analyze_classify import classify
-from kbh_analyze_graph import cse, dce, fold_transposes, fold_views, rename, rewrite_composites
-from kbh_analyze_ops import R
-from kbh_analyze_reduce import normalize  # also registers its builders
-from kbh_analyze_trace import (TraceFailed, record, same_outputs, trace_fx, wrap_scalar)
-from kbh_reference import clone_args
+from kernelbot_harness import prepare as kbh_prepare
+from kernelbot_harness.analysis.classify import classify
+from kernelbot_harness.analysis.graph import cse, dce, fold_transposes, fold_views, rename, rewrite_composites
+from kernelbot_harness.analysis.ops import R
+from kernelbot_harness.analysis.reduce import normalize  # also registers its builders
+from kernelbot_harness.analysis.trace import (TraceFailed, record, same_outputs, trace_fx, wrap_scalar)
+from kernelbot_harness.reference import clone_args
 
 VERSION = 1
 

@@ -7,8 +7,8 @@ for all of them; product nodes take [a, b, bias] (bias None when absent).
 """
 import torch
 
-from kbh_analyze_ops import BUILDERS, Builder, Graph, Node, R, Unsupported, bind, op
-from kbh_analyze_trace import Ref, TensorMeta, has_tensor, is_inplace
+from kernelbot_harness.analysis.ops import BUILDERS, Builder, Graph, Node, R, Unsupported, bind, op
+from kernelbot_harness.analysis.trace import Ref, TensorMeta, has_tensor, is_inplace
 
 
 def _dims(b, dim, x):

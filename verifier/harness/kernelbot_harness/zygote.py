@@ -29,7 +29,8 @@ class Zygote:
             self.sock = self._spawn()
 
     def _spawn(self):
-        here = os.path.dirname(os.path.abspath(__file__))
+        # kb_runner.py sits beside the package folder
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         d = os.path.join(os.environ.get("TMPDIR") or "/tmp", "runner-%d" % os.getpid())
         os.makedirs(d, exist_ok=True)
@@ -53,7 +54,7 @@ class Zygote:
         return RunnerError("the runner zygote is gone: %s" % e)
 
     def fork(self):
-        import kbh_wire
+        from kernelbot_harness import wire as kbh_wire
         try:
             kbh_wire.send(self.sock, {"op": "fork"})
             _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
@@ -65,7 +66,7 @@ class Zygote:
         return h.get("pid"), socket.socket(fileno=fds[0])
 
     def reap(self, pid):
-        import kbh_wire
+        from kernelbot_harness import wire as kbh_wire
         try:
             kbh_wire.send(self.sock, {"op": "reap", "pid": pid})
             h, _ = kbh_wire.recv(self.sock)

@@ -1,21 +1,20 @@
-"""Timing and roofline, through bench/harness/timing.py and roofline.py.
+"""The timing entry of each config (PROTOCOL.md "Timing"), through
+kernelbot_harness.timing.measure and roofline.
 
-Runs only after correctness passed. bench/harness sits at ../../bench/harness
-from this file both in a checkout (verifier/harness) and installed
-(share/kernelbot/verifier/harness). When those modules are missing the
-evaluation still completes, with "timing": null and the reason.
+Runs only after correctness passed. When the timing modules cannot be
+imported the evaluation still completes, with "timing": null and the
+reason.
 """
 import os
-import sys
 import time
 
 import torch
 
-import kbh_cache
-import kbh_checks
-import kbh_reference
-import kbh_remote
-from kbh_calls import early_write_message, stream_fix
+from kernelbot_harness import cache as kbh_cache
+from kernelbot_harness.checks import compare as kbh_checks
+from kernelbot_harness import reference as kbh_reference
+from kernelbot_harness import remote as kbh_remote
+from kernelbot_harness.checks.calls import early_write_message, stream_fix
 
 TIMING_SEED = 777
 WALL_ATTEMPTS = 3   # the kernel's timing is taken again while its wall check fails
@@ -38,19 +37,14 @@ def timing_method(req):
 
 
 def load_bench():
-    """(timing, roofline) modules, or (None, reason)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    d = os.path.normpath(os.path.join(here, "..", "..", "bench", "harness"))
-    if not os.path.exists(os.path.join(d, "timing.py")):
-        return None, "timing harness not found in '%s'" % d
-    if d not in sys.path:
-        sys.path.insert(0, d)
+    """(measure, roofline) modules, or (None, reason): a broken timing
+    module must not cost the verdict (the evaluation then carries
+    "timing": null and the reason)."""
     try:
-        import roofline
-        import timing
-    except Exception as e:  # a broken bench module must not cost the verdict
+        from kernelbot_harness.timing import measure, roofline
+    except Exception as e:  # any import failure: no timing, the verdict stands
         return None, "could not import the timing harness: %s: %s" % (type(e).__name__, e)
-    return (timing, roofline), None
+    return (measure, roofline), None
 
 
 def _raise_recompile_limits():

@@ -1,6 +1,6 @@
 """Timing for the kernelbot harness: what decides "fast".
 
-Imported as a top-level module (the harness puts bench/harness on sys.path).
+Part of the harness package (kernelbot_harness.timing); bench/ scripts import it from there.
 Works on torch 1.13 (CPU only, no torch.compile) and torch 2.x with CUDA;
 CUDA-only code runs only when device == "cuda".
 

@@ -11,9 +11,9 @@ import os
 
 import torch
 
-import kbh_configs
-import kbh_inputs
-from kbh_task import Case, TaskError, as_outputs, import_file, kernel_arg, nothing
+from kernelbot_harness import configs as kbh_configs
+from kernelbot_harness import inputs as kbh_inputs
+from kernelbot_harness.task import Case, TaskError, as_outputs, import_file, kernel_arg, nothing
 
 
 def _pick_file(path, pass_, stem, ext):

@@ -8,9 +8,9 @@ import contextlib
 
 import torch
 
-import kbh_configs
-import kbh_inputs
-from kbh_task import Case, TaskError, as_outputs, functional_call, import_file, kernel_arg
+from kernelbot_harness import configs as kbh_configs
+from kernelbot_harness import inputs as kbh_inputs
+from kernelbot_harness.task import Case, TaskError, as_outputs, functional_call, import_file, kernel_arg
 
 
 _MISSING = object()

@@ -6,15 +6,15 @@ import time
 
 import torch
 
-import kbh_cache
-import kbh_evidence
-import kbh_prepare
-import kbh_remote
-import kbh_timing
-from kbh_abi import KernelLoadError
-from kbh_calls import DeviceFault
-from kbh_request import RequestError
-from kbh_verify import Verifier
+from kernelbot_harness import cache as kbh_cache
+from kernelbot_harness import evidence as kbh_evidence
+from kernelbot_harness import prepare as kbh_prepare
+from kernelbot_harness import remote as kbh_remote
+from kernelbot_harness.timing import evaluation as kbh_timing
+from kernelbot_harness.abi import KernelLoadError
+from kernelbot_harness.checks.calls import DeviceFault
+from kernelbot_harness.request import RequestError
+from kernelbot_harness.verify import Verifier
 
 
 def _device(backend):
@@ -174,7 +174,7 @@ def _describe(base, req, task, configs, device):
             e.update({"flops": int(flops), "bytes": int(nbytes)})
         entries.append(e)
     body = dict(base, verdict="described", reasons=[], configs=entries, summary=None)
-    import kbh_analyze  # operator analysis for the templates (bot/templates/README.md)
+    from kernelbot_harness.analysis import analyze as kbh_analyze  # operator analysis for the templates (bot/templates/README.md)
     body["analysis"] = kbh_analyze.analyze(task, configs[0], device) if configs else None
     if why:
         body["timing_note"] = why

@@ -10,7 +10,7 @@ broadcast patterns are computed from that shape.
 """
 import math
 
-from kbh_analyze_ops import R
+from kernelbot_harness.analysis.ops import R
 
 VIEWS = ("view", "expand")
 

@@ -12,8 +12,8 @@ import os
 
 import torch
 
-from kbh_abi import KernelLoadError
-from kbh_task import as_outputs
+from kernelbot_harness.abi import KernelLoadError
+from kernelbot_harness.task import as_outputs
 
 LOG_CAP = 4000
 

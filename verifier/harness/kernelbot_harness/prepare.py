@@ -5,8 +5,8 @@ The probe also fixes what a config's trials need before the first
 candidate call: output shapes and dtypes (outputs are preallocated from
 them) and, for backward, the forward outputs' shapes (upstream gradients).
 """
-import kbh_reference
-from kbh_task import TaskError
+from kernelbot_harness import reference as kbh_reference
+from kernelbot_harness.task import TaskError
 
 PROBE_SEED = 424242
 SIZED_KINDS = ("rk", "extra", "own")  # the task's or the user's own: never dropped for size

@@ -1,6 +1,6 @@
 """Roofline figures for the kernelbot harness: FLOPs, bytes, measured peaks.
 
-Imported as a top-level module (the harness puts bench/harness on sys.path).
+Part of the harness package (kernelbot_harness.timing); bench/ scripts import it from there.
 Works on torch 1.13 (CPU only) and torch 2.x with CUDA; CUDA-only code runs
 only for a "cuda" device.
 
@@ -594,12 +594,12 @@ def shares(flops, bytes, median_ms, peaks, dtype=None):
     return out
 
 
-def _main(argv):
-    """`roofline.py --measure cpu|cuda --cache PATH`: measure this device's
+def main(argv):
+    """`kb_peaks.py --measure cpu|cuda --cache PATH`: measure this device's
     peaks into PATH. The bot runs it in the sandbox with no operator and no
     candidate loaded, so the figures in PATH come from trusted code only."""
     import argparse
-    ap = argparse.ArgumentParser(description=_main.__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     ap.add_argument("--measure", choices=("cpu", "cuda"), required=True)
     ap.add_argument("--cache", required=True)
     a = ap.parse_args(argv)
@@ -611,4 +611,4 @@ def _main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

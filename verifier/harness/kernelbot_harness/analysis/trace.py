@@ -20,7 +20,7 @@ import torch
 import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 
-import kbh_task
+from kernelbot_harness import task as kbh_task
 
 
 class TraceFailed(Exception):

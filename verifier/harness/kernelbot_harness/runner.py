@@ -23,7 +23,7 @@ import os
 
 import torch
 
-import kbh_wire
+from kernelbot_harness import wire as kbh_wire
 
 FAULT_EXIT = 3
 
@@ -48,9 +48,9 @@ class Runner:
         kbh_wire.send(self.sock, header, tensors)
 
     def load(self, h):
-        import kbh_cache
-        from kbh_abi import KernelLoadError, NativeKernel
-        from kbh_calls import Caller
+        from kernelbot_harness import cache as kbh_cache
+        from kernelbot_harness.abi import KernelLoadError, NativeKernel
+        from kernelbot_harness.checks.calls import Caller
         self.pass_ = h.get("pass") or "forward"
         if h.get("backend") == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -63,7 +63,7 @@ class Runner:
                 lib = kbh_cache.private_library(k["library"], self.workdir)
                 self.kernel = NativeKernel(lib, self.pass_)
             else:
-                from kbh_ext import ExtKernel
+                from kernelbot_harness.ext import ExtKernel
                 if self.pass_ == "backward" and h.get("operator"):
                     # a robust-kbench task's AutogradFunction hosts the kernel
                     self.task = kbh_cache.load_task(h["operator"], self.pass_)
@@ -95,7 +95,7 @@ class Runner:
         pristine = self.kept[0] + self.kept[1]  # never handed to a call
         res = self.caller.call(_Case(h.get("has_model")), args, grads,
                                bool(h.get("check_stream")), gate=bool(h.get("gate")))
-        import kbh_memory
+        from kernelbot_harness.checks import memory as kbh_memory
         changed = [i for i, (a, p) in enumerate(zip(every, pristine))
                    if torch.is_tensor(a) and not kbh_memory.same_bits(a, p)]
         out = []
@@ -105,7 +105,7 @@ class Runner:
         self.reply(body, out)
 
     def time(self, h, ts):
-        import kbh_timing
+        from kernelbot_harness.timing import evaluation as kbh_timing
         mods, why = kbh_timing.load_bench()
         if mods is None:
             return self.reply({"timing_error": why})
@@ -134,7 +134,7 @@ class Runner:
         self.reply({"stats": res.get("kernel")})
 
     def serve(self):
-        from kbh_calls import DeviceFault
+        from kernelbot_harness.checks.calls import DeviceFault
         handlers = {"load": lambda h, ts: self.load(h), "allocate": self.allocate,
                     "call": self.call, "time": self.time}
         while True:
