@@ -3,7 +3,7 @@
 #include "verifier/build.h"
 #include "verifier/datadir.h"
 #include "verifier/elf_symbols.h"
-#include "verifier/evidence.h"
+#include "core/hash.h"
 #include "verifier/python_env.h"
 #include "verifier/sandbox.h"
 #include "verifier/symbol_allowlist.h"
@@ -16,7 +16,6 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -610,15 +609,15 @@ out:
 	return rc;
 }
 
-static void hash_field(EVP_MD_CTX *ctx, const void *data, size_t len)
+static void hash_field(struct kb_sha256 *ctx, const void *data, size_t len)
 {
 	uint64_t n = len;
 
-	EVP_DigestUpdate(ctx, &n, sizeof(n));
-	EVP_DigestUpdate(ctx, data, len);
+	kb_sha256_update(ctx, &n, sizeof(n));
+	kb_sha256_update(ctx, data, len);
 }
 
-static void hash_strvec(EVP_MD_CTX *ctx, const struct strvec *sv)
+static void hash_strvec(struct kb_sha256 *ctx, const struct strvec *sv)
 {
 	for (size_t i = 0; i < sv->nr; i++)
 		hash_field(ctx, sv->v[i], strlen(sv->v[i]));
@@ -770,22 +769,19 @@ static void job_release(struct job *job)
 
 static int cache_key(const struct job *job, char hex[65])
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	struct kb_sha256 h = { NULL };
+	struct kb_sha256 *ctx = &h;
 	struct strbuf abi = STRBUF_INIT;
 	const char *abi_header = job->env->abi_header;
 	const struct kb_sandbox *sb = job->env->sandbox;
 	const char *sandboxed = sb && sb->enabled ? "sandboxed" : "unsandboxed";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
 	int rc = -1;
 
-	if (!ctx)
-		die("out of memory creating a digest context");
 	if (abi_header && strbuf_read_file(&abi, abi_header, 1u << 20) < 0) {
 		error("could not read the abi header '%s'", abi_header);
 		goto out;
 	}
-	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	kb_sha256_init(ctx);
 	hash_field(ctx, CACHE_KEY_VERSION, strlen(CACHE_KEY_VERSION));
 	hash_field(ctx, job->src.buf, job->src.len);
 	hash_field(ctx, job->compiler.buf, job->compiler.len);
@@ -796,14 +792,11 @@ static int cache_key(const struct job *job, char hex[65])
 	hash_field(ctx, abi.buf, abi.len);
 	/* outside the sandbox a compile may read files it never could inside */
 	hash_field(ctx, sandboxed, strlen(sandboxed));
-	EVP_DigestFinal_ex(ctx, md, &mdlen);
-	for (unsigned int i = 0; i < mdlen && i < 32; i++)
-		xsnprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[64] = '\0';
+	kb_sha256_final_hex(ctx, hex);
 	rc = 0;
 out:
 	strbuf_release(&abi);
-	EVP_MD_CTX_free(ctx);
+	kb_sha256_release(ctx);
 	return rc;
 }
 

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "verifier/evidence.h"
 #include "verifier/build.h"
 #include "core/redact.h"
@@ -6,7 +7,6 @@
 #include "core/util.h"
 
 #include <math.h>
-#include <openssl/evp.h>
 #include <time.h>
 
 #ifndef KB_VERSION
@@ -163,13 +163,6 @@ int kb_evidence_write(const cJSON *ev, const char *path)
 }
 
 /* A number of the evidence; counts from it go through kb_int_from_double (it comes from outside). */
-static double num(const cJSON *obj, const char *key, double dflt)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	return cJSON_IsNumber(it) ? it->valuedouble : dflt;
-}
-
 static const cJSON *obj(const cJSON *o, const char *key)
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -222,7 +215,7 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 
 	fprintf(fp, "verdict: %s\n", kb_evidence_verdict(ev));
 	cJSON_ArrayForEach(c, configs) {
-		double a = num(c, "max_abs_err", -1), r = num(c, "max_rel_err", -1);
+		double a = kb_json_num(c, "max_abs_err", -1), r = kb_json_num(c, "max_rel_err", -1);
 
 		if (a > max_abs)
 			max_abs = a;
@@ -230,9 +223,9 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 			max_rel = r;
 	}
 	if (summary || nconf) {
-		int n = summary ? kb_int_from_double(num(summary, "configs", nconf)) : nconf;
-		int seeds = summary ? kb_int_from_double(num(summary, "seeds", 0)) : 0;
-		int trials = summary ? kb_int_from_double(num(summary, "trials", 0)) : 0;
+		int n = summary ? kb_int_from_double(kb_json_num(summary, "configs", nconf)) : nconf;
+		int seeds = summary ? kb_int_from_double(kb_json_num(summary, "seeds", 0)) : 0;
+		int trials = summary ? kb_int_from_double(kb_json_num(summary, "trials", 0)) : 0;
 
 		fprintf(fp, "checked: %d config%s x %d seed%s", n, n == 1 ? "" : "s",
 			seeds, seeds == 1 ? "" : "s");
@@ -243,8 +236,8 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 		fprintf(fp, "\n");
 	}
 	if (summary) {
-		double ge = num(summary, "geomean_speedup_eager", NAN);
-		double gc = num(summary, "geomean_speedup_compile", NAN);
+		double ge = kb_json_num(summary, "geomean_speedup_eager", NAN);
+		double gc = kb_json_num(summary, "geomean_speedup_compile", NAN);
 
 		if (!isnan(ge)) {
 			fprintf(fp, "speedup: %.2fx geomean vs eager", ge);
@@ -259,7 +252,7 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 
 static void fmt_ms(const cJSON *t, char *buf, size_t size)
 {
-	double ms = t ? num(t, "median_ms", NAN) : NAN;
+	double ms = t ? kb_json_num(t, "median_ms", NAN) : NAN;
 
 	if (isnan(ms))
 		xsnprintf(buf, size, "-");
@@ -293,20 +286,20 @@ void kb_evidence_print_table(const cJSON *ev, FILE *fp)
 		if (cJSON_IsString(name) && *name->valuestring)
 			snprintf(label, sizeof(label), "%s", name->valuestring);
 		else
-			snprintf(label, sizeof(label), "#%d", kb_int_from_double(num(c, "index", rows)));
+			snprintf(label, sizeof(label), "#%d", kb_int_from_double(kb_json_num(c, "index", rows)));
 		fmt_ms(obj(t, "eager"), e, sizeof(e));
 		fmt_ms(obj(t, "compile"), co, sizeof(co));
 		fmt_ms(obj(t, "kernel"), k, sizeof(k));
-		se = num(t, "speedup_eager", NAN);
-		sc = num(t, "speedup_compile", NAN);
+		se = kb_json_num(t, "speedup_eager", NAN);
+		sc = kb_json_num(t, "speedup_compile", NAN);
 		if (isnan(se))
 			xsnprintf(sp, sizeof(sp), "-");
 		else if (isnan(sc))
 			snprintf(sp, sizeof(sp), "%.2fx", se);
 		else
 			snprintf(sp, sizeof(sp), "%.2fx / %.2fx", se, sc);
-		bw = num(t, "bw_share", NAN);
-		fl = num(t, "flops_share", NAN);
+		bw = kb_json_num(t, "bw_share", NAN);
+		fl = kb_json_num(t, "flops_share", NAN);
 		if (isnan(bw) && isnan(fl))
 			xsnprintf(roof, sizeof(roof), "-");
 		else if (isnan(fl) || (!isnan(bw) && bw >= fl))
@@ -317,8 +310,8 @@ void kb_evidence_print_table(const cJSON *ev, FILE *fp)
 		rows++;
 	}
 	if (summary) {
-		double ge = num(summary, "geomean_speedup_eager", NAN);
-		double gc = num(summary, "geomean_speedup_compile", NAN);
+		double ge = kb_json_num(summary, "geomean_speedup_eager", NAN);
+		double gc = kb_json_num(summary, "geomean_speedup_compile", NAN);
 		char sp[40];
 
 		if (isnan(ge))
@@ -333,28 +326,4 @@ void kb_evidence_print_table(const cJSON *ev, FILE *fp)
 		fprintf(fp, "(no timings)\n");
 	else
 		fprintf(fp, "speedup: vs eager / vs torch.compile; roofline: share of the measured peak\n");
-}
-
-void kb_sha256_hex(const void *data, size_t len, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-	for (unsigned int i = 0; i < n && i < 32; i++)
-		xsnprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[64] = '\0';
-}
-
-int kb_sha256_file(const char *path, char hex[65])
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	if (strbuf_read_file(&sb, path, 0) < 0) {
-		strbuf_release(&sb);
-		return -1;
-	}
-	kb_sha256_hex(sb.buf, sb.len, hex);
-	strbuf_release(&sb);
-	return 0;
 }

@@ -73,8 +73,4 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp);
 /* config | eager ms | compile ms | kernel ms | speedup | roofline share, and a geomean row. */
 void kb_evidence_print_table(const cJSON *ev, FILE *fp);
 
-/* SHA-256 of a file's bytes as 64 hex characters. 0 or -1. */
-int kb_sha256_file(const char *path, char hex[65]);
-void kb_sha256_hex(const void *data, size_t len, char hex[65]);
-
 #endif

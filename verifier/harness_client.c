@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "verifier/harness_client.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_log.h"
 #include "verifier/harness_runner.h"
@@ -304,6 +305,26 @@ void kb_harness_exit_message(int exit_code, const char *stage, struct strbuf *ms
 		strbuf_addf(msg, " during %s", stage);
 }
 
+void kb_harness_timeout_message(int64_t timeout_ms, const char *stage, struct strbuf *msg)
+{
+	strbuf_addf(msg, "evaluation exceeded %lld s", (long long)(timeout_ms / 1000));
+	if (!stage)
+		return;
+	strbuf_addf(msg, " (last stage: %s)", stage);
+	/* what to change, for the stage that ran out */
+	if (!strcmp(stage, "timing"))
+		strbuf_addstr(msg, "; timing ran out of time: lower [bench] min_time_ms or max_reps, "
+			      "set [bench] l2_flush = off, skip timing (--no-timing), or raise "
+			      "[harness] timeout_s (--timeout)");
+	else if (!strcmp(stage, "config") || !strcmp(stage, "trial"))
+		strbuf_addstr(msg, "; the correctness run ran out of time: the kernel may hang, or lower "
+			      "[harness] seeds or max_configs (--seeds), or raise [harness] timeout_s "
+			      "(--timeout)");
+	else if (!strcmp(stage, "load"))
+		strbuf_addstr(msg, "; loading ran out of time (a torch extension build, or the "
+			      "operator's import): raise [harness] timeout_s (--timeout)");
+}
+
 void kb_harness_host_pid(cJSON *evidence, pid_t pid)
 {
 	cJSON *env = cJSON_GetObjectItemCaseSensitive(evidence, "environment");
@@ -496,9 +517,7 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
 	/* what went wrong with the child, if anything */
 	if (cp.timed_out) {
 		why_check = "timeout";
-		strbuf_addf(&msg, "evaluation exceeded %lld s", (long long)(h->timeout_ms / 1000));
-		if (ch.stage)
-			strbuf_addf(&msg, " (last stage: %s)", ch.stage);
+		kb_harness_timeout_message(h->timeout_ms, ch.stage, &msg);
 	} else if (cp.exit_code) {
 		why_check = "crash";
 		kb_harness_exit_message(cp.exit_code, ch.stage, &msg);

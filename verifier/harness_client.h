@@ -137,6 +137,10 @@ int kb_harness_write_request(const cJSON *request, const char *workdir, struct s
  * printed: that is untrusted and goes to the operator's log only.
  */
 void kb_harness_exit_message(int exit_code, const char *stage, struct strbuf *msg);
+/* "evaluation exceeded N s (last stage: S)" and what to change for that
+ * stage (timing: min_time_ms, max_reps, l2_flush, --no-timing; the
+ * correctness run: seeds, max_configs; always timeout_s). */
+void kb_harness_timeout_message(int64_t timeout_ms, const char *stage, struct strbuf *msg);
 /*
  * The evidence: result (taken; NULL when none came) without its nonce,
  * rejected with why_check/msg when that is set (a verdict followed by a

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "verifier/harness_log.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -63,13 +64,6 @@ static void keep_stream(const struct strbuf *cap, bool cut_start, bool cut_end, 
 	strbuf_release(&sb);
 }
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(it) ? it->valuestring : NULL;
-}
-
 /* The checks of ev's reasons, comma-separated. */
 static void add_checks(struct strbuf *sb, const cJSON *ev)
 {
@@ -77,7 +71,7 @@ static void add_checks(struct strbuf *sb, const cJSON *ev)
 	size_t n = 0;
 
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(ev, "reasons")) {
-		const char *check = jstr(r, "check");
+		const char *check = kb_json_str(r, "check");
 
 		strbuf_addstr(sb, n++ ? ", " : " (");
 		strbuf_addstr(sb, check ? check : "?");
@@ -91,7 +85,7 @@ static void add_header(struct strbuf *sb, const cJSON *request, const cJSON *ev,
 		       const struct child_process *cp)
 {
 	const cJSON *kernel = cJSON_GetObjectItemCaseSensitive(request, "kernel");
-	const char *src = jstr(kernel, "source") ? jstr(kernel, "source") : jstr(kernel, "library");
+	const char *src = kb_json_str(kernel, "source") ? kb_json_str(kernel, "source") : kb_json_str(kernel, "library");
 	char stamp[32];
 	struct tm tm;
 	time_t now = time(NULL);
@@ -100,14 +94,14 @@ static void add_header(struct strbuf *sb, const cJSON *request, const cJSON *ev,
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	strbuf_addstr(sb, "# kernelbot harness output (redacted; for the runner's operator, never published)\n");
 	strbuf_addf(sb, "time: %s\n", stamp);
-	if (jstr(request, "mode"))
-		strbuf_addf(sb, "mode: %s\n", jstr(request, "mode"));
-	if (jstr(request, "operator"))
-		strbuf_addf(sb, "operator: %s\n", jstr(request, "operator"));
+	if (kb_json_str(request, "mode"))
+		strbuf_addf(sb, "mode: %s\n", kb_json_str(request, "mode"));
+	if (kb_json_str(request, "operator"))
+		strbuf_addf(sb, "operator: %s\n", kb_json_str(request, "operator"));
 	if (src)
 		strbuf_addf(sb, "kernel: %s\n", src);
 	if (ev) {
-		strbuf_addf(sb, "verdict: %s", jstr(ev, "verdict") ? jstr(ev, "verdict") : "?");
+		strbuf_addf(sb, "verdict: %s", kb_json_str(ev, "verdict") ? kb_json_str(ev, "verdict") : "?");
 		add_checks(sb, ev);
 		strbuf_addch(sb, '\n');
 	}

@@ -336,9 +336,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 	if (res == TIMED_OUT) {
 		kill_command(&w->cp);
 		why_check = "timeout";
-		strbuf_addf(&msg, "evaluation exceeded %lld s", (long long)(timeout_ms / 1000));
-		if (r.stage)
-			strbuf_addf(&msg, " (last stage: %s)", r.stage);
+		kb_harness_timeout_message(timeout_ms, r.stage, &msg);
 	} else if (res == DIED) {
 		if (exit_code) {
 			why_check = "crash";

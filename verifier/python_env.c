@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "verifier/python_env.h"
 #include "verifier/datadir.h"
 #include "core/log.h"
@@ -69,11 +70,12 @@ void kb_python_reset(void)
 	pthread_mutex_unlock(&probe_lock);
 }
 
+/* A string member as a new string; "" when absent. */
 static char *json_str(const cJSON *obj, const char *key)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const char *v = kb_json_str(obj, key);
 
-	return xstrdup(cJSON_IsString(it) && it->valuestring ? it->valuestring : "");
+	return xstrdup(v ? v : "");
 }
 
 /*

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/cscan.h"
 #include "verifier/static_check.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -19,44 +20,11 @@ struct views {
 	int nr_lines;
 };
 
-static bool ident_char(int c)
-{
-	return isalnum((unsigned char)c) || c == '_';
-}
-
 static void blank(char *view, size_t from, size_t to)
 {
 	for (size_t i = from; i < to; i++)
 		if (view[i] != '\n')
 			view[i] = ' ';
-}
-
-/* R"delim(...)delim" starts at the quote after an R that is a whole prefix. */
-static bool raw_string_at(const char *s, size_t quote)
-{
-	size_t k;
-
-	if (quote == 0 || s[quote - 1] != 'R')
-		return false;
-	k = quote - 1;
-	while (k > 0 && ident_char(s[k - 1]))
-		k--;
-	switch (quote - k) {
-	case 1: return true;                                      /* R */
-	case 2: return strchr("uUL", s[k]) != NULL;               /* uR UR LR */
-	case 3: return s[k] == 'u' && s[k + 1] == '8';            /* u8R */
-	default: return false;
-	}
-}
-
-/* A quote inside a number (1'000'000) is a digit separator. */
-static bool digit_separator_at(const char *s, size_t q)
-{
-	size_t k = q;
-
-	while (k > 0 && (ident_char(s[k - 1]) || s[k - 1] == '.' || s[k - 1] == '\''))
-		k--;
-	return k < q && isdigit((unsigned char)s[k]);
 }
 
 static void make_views(const char *src, size_t len, struct views *v)
@@ -91,7 +59,7 @@ static void make_views(const char *src, size_t len, struct views *v)
 			blank(v->code, i, j);
 			blank(v->text, i, j);
 			i = j;
-		} else if (c == '"' && raw_string_at(src, i)) {
+		} else if (c == '"' && kb_c_raw_string_at(src, i)) {
 			char delim[20];
 			size_t d = 0, end;
 			struct strbuf close = STRBUF_INIT;
@@ -106,7 +74,7 @@ static void make_views(const char *src, size_t len, struct views *v)
 			blank(v->code, i + 1, end);
 			strbuf_release(&close);
 			i = end + 1;
-		} else if (c == '"' || (c == '\'' && !digit_separator_at(src, i))) {
+		} else if (c == '"' || (c == '\'' && !kb_c_digit_separator_at(src, i))) {
 			for (j = i + 1; j < len && src[j] != c && src[j] != '\n'; j++)
 				if (src[j] == '\\' && j + 1 < len)
 					j++;
@@ -272,13 +240,13 @@ static void fill_ident(const struct views *v, size_t start, size_t end, int line
 		if (p == SIZE_MAX || p == 0 || c[p] != ':' || c[p - 1] != ':')
 			break;
 		q = prev_nonspace(c, p - 1);
-		if (q == SIZE_MAX || !ident_char(c[q])) {
+		if (q == SIZE_MAX || !kb_c_ident_char(c[q])) {
 			id->chain_start = p - 1; /* ::name, the global namespace */
 			break;
 		}
 		qe = q + 1;
 		qs = q;
-		while (qs > 0 && ident_char(c[qs - 1]))
+		while (qs > 0 && kb_c_ident_char(c[qs - 1]))
 			qs--;
 		memmove(id->qual[1], id->qual[0], sizeof(id->qual[0]) * (size_t)id->nqual);
 		copy_name(id->qual[0], sizeof(id->qual[0]), c + qs, qe - qs);
@@ -320,13 +288,13 @@ static void for_each_ident(const struct views *v, ident_fn fn, void *payload)
 			line++;
 			i++;
 		} else if (isdigit((unsigned char)c[i])) {
-			while (i < v->len && (ident_char(c[i]) || c[i] == '.'))
+			while (i < v->len && (kb_c_ident_char(c[i]) || c[i] == '.'))
 				i++;
-		} else if (ident_char(c[i])) {
+		} else if (kb_c_ident_char(c[i])) {
 			struct ident id;
 			size_t s = i;
 
-			while (i < v->len && ident_char(c[i]))
+			while (i < v->len && kb_c_ident_char(c[i]))
 				i++;
 			fill_ident(v, s, i, line, &id);
 			fn(v, &id, payload);
@@ -521,7 +489,7 @@ static void read_word_at(const char *s, size_t len, size_t pos, char *dst, size_
 {
 	size_t e = pos;
 
-	while (e < len && ident_char(s[e]))
+	while (e < len && kb_c_ident_char(s[e]))
 		e++;
 	copy_name(dst, size, s + pos, e - pos);
 }
@@ -531,7 +499,7 @@ static size_t word_before(const char *s, size_t p, char *dst, size_t size)
 {
 	size_t st = p;
 
-	while (st > 0 && ident_char(s[st - 1]))
+	while (st > 0 && kb_c_ident_char(s[st - 1]))
 		st--;
 	copy_name(dst, size, s + st, p + 1 - st);
 	return st;
@@ -574,7 +542,7 @@ static void decl_scope(const struct views *v, size_t q, size_t *from, size_t *to
 
 			b = close < v->len ? next_nonspace(c, v->len, close + 1) : v->len;
 			/* skip qualifiers such as const, noexcept, override, -> T */
-			while (b < v->len && (ident_char(c[b]) || c[b] == '-' || c[b] == '>' || c[b] == ':'))
+			while (b < v->len && (kb_c_ident_char(c[b]) || c[b] == '-' || c[b] == '>' || c[b] == ':'))
 				b = next_nonspace(c, v->len, b + 1);
 			if (b < v->len && c[b] == '{') {
 				*from = b;
@@ -606,7 +574,7 @@ static void collect(const struct views *v, const struct ident *id, void *payload
 
 		if (p == SIZE_MAX || close >= v->len)
 			return;
-		if (ident_char(c[p])) {
+		if (kb_c_ident_char(c[p])) {
 			word_before(c, p, word, sizeof(word));
 			if (in_list(word, not_a_type))
 				return;
@@ -614,7 +582,7 @@ static void collect(const struct views *v, const struct ident *id, void *payload
 			return;
 		}
 		b = next_nonspace(c, v->len, close + 1);
-		while (b < v->len && ident_char(c[b]))
+		while (b < v->len && kb_c_ident_char(c[b]))
 			b = next_nonspace(c, v->len, b + 1);
 		if (b < v->len && c[b] == '{')
 			push_name(&sc->defs, &sc->nr_defs, &sc->alloc_defs, id->name);
@@ -629,12 +597,12 @@ static void collect(const struct views *v, const struct ident *id, void *payload
 		return;
 	while (p != SIZE_MAX && (c[p] == '*' || c[p] == '&'))
 		p = prev_nonspace(c, p);
-	if (p == SIZE_MAX || !ident_char(c[p]) || isdigit((unsigned char)c[p]))
+	if (p == SIZE_MAX || !kb_c_ident_char(c[p]) || isdigit((unsigned char)c[p]))
 		return;
 	p = word_before(c, p, word, sizeof(word));
 	if (!strcmp(word, "const") || !strcmp(word, "volatile")) {
 		p = prev_nonspace(c, p);
-		if (p == SIZE_MAX || !ident_char(c[p]))
+		if (p == SIZE_MAX || !kb_c_ident_char(c[p]))
 			return;
 		word_before(c, p, word, sizeof(word));
 	}
@@ -646,7 +614,7 @@ static void collect(const struct views *v, const struct ident *id, void *payload
 		size_t r = next_nonspace(c, v->len, n + 1);
 		char rhs[64], fn[64];
 
-		if (r < v->len && ident_char(c[r])) {
+		if (r < v->len && kb_c_ident_char(c[r])) {
 			read_word_at(c, v->len, r, rhs, sizeof(rhs));
 			r = next_nonspace(c, v->len, r + strlen(rhs));
 			if ((!strcmp(rhs, "torch") || !strcmp(rhs, "at")) && r + 1 < v->len &&
@@ -769,7 +737,7 @@ static bool first_arg_is_tensor(const struct scan *sc, const struct views *v, co
 	if (p >= v->len || v->code[p] != '(')
 		return false;
 	p = next_nonspace(v->code, v->len, p + 1);
-	if (p >= v->len || !ident_char(v->code[p]))
+	if (p >= v->len || !kb_c_ident_char(v->code[p]))
 		return false;
 	read_word_at(v->code, v->len, p, word, sizeof(word));
 	e = next_nonspace(v->code, v->len, p + strlen(word));
@@ -829,7 +797,7 @@ static void check_torch_ext(struct scan *sc, const struct views *v, const struct
 		if (p == SIZE_MAX || p < 4 || strncmp(v->code + p - 4, "using", 5))
 			goto out;
 		n = next_nonspace(v->code, v->len, id->end);
-		if (n >= v->len || !ident_char(v->code[n]))
+		if (n >= v->len || !kb_c_ident_char(v->code[n]))
 			goto out;
 		read_word_at(v->code, v->len, n, word, sizeof(word));
 		if (!strcmp(word, "torch") || !strcmp(word, "at"))
@@ -966,7 +934,7 @@ static size_t read_spliced_word(const char *s, size_t len, size_t pos, char *nam
 			pos += 2;
 			continue;
 		}
-		if (pos >= len || !ident_char(s[pos]))
+		if (pos >= len || !kb_c_ident_char(s[pos]))
 			break;
 		if (n + 1 < size)
 			name[n++] = s[pos];
@@ -1100,12 +1068,12 @@ static void check_string_words(struct scan *sc, const struct views *v)
 		if (v->text[i] == '\n') {
 			line++;
 			i++;
-		} else if (v->code[i] == ' ' && ident_char(v->text[i]) &&
-			   (i == 0 || !ident_char(v->text[i - 1]))) {
+		} else if (v->code[i] == ' ' && kb_c_ident_char(v->text[i]) &&
+			   (i == 0 || !kb_c_ident_char(v->text[i - 1]))) {
 			char word[64];
 			size_t e = i;
 
-			while (e < v->len && ident_char(v->text[e]) && v->code[e] == ' ')
+			while (e < v->len && kb_c_ident_char(v->text[e]) && v->code[e] == ' ')
 				e++;
 			copy_name(word, sizeof(word), v->text + i, e - i);
 			if (in_list(word, timer_string_words))
@@ -1131,8 +1099,8 @@ static bool code_has_word(const struct views *v, const char *word)
 	const char *p = v->code;
 
 	while ((p = memmem(p, v->len - (size_t)(p - v->code), word, n))) {
-		bool left = p == v->code || !ident_char(p[-1]);
-		bool right = (size_t)(p - v->code) + n >= v->len || !ident_char(p[n]);
+		bool left = p == v->code || !kb_c_ident_char(p[-1]);
+		bool right = (size_t)(p - v->code) + n >= v->len || !kb_c_ident_char(p[n]);
 
 		if (left && right)
 			return true;

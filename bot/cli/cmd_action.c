@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "cli/cli.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -46,13 +47,6 @@ static void usage(FILE *fp)
 		"\n"
 		"exit: 0 done (or nothing to do), 1 a job failed or was cancelled, 2 usage or\n"
 		"      environment error\n");
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 static const cJSON *jobj(const cJSON *o, const char *key)
@@ -136,7 +130,13 @@ static int write_outputs(const char *pr_url, double speedup, const char *summary
 	return rc;
 }
 
-int cmd_action(int argc, char **argv)
+struct action_args {
+	const char *config_path, *event_path;
+	int64_t budget;
+};
+
+/* The options into a; false when the command ends here, with *rc its exit code. */
+static bool parse_args(int argc, char **argv, struct action_args *a, int *rc)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -145,117 +145,138 @@ int cmd_action(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct kb_config cfg;
-	struct kb_state *st = NULL;
-	struct kb_forge *forge = NULL;
-	struct kb_jobs *jobs = NULL;
-	struct strbuf data = STRBUF_INIT, md = STRBUF_INIT, url = STRBUF_INIT;
-	struct kb_trigger_req req;
-	const char *config_path = NULL, *event_path = getenv("GITHUB_EVENT_PATH");
-	const char *repo_env = getenv("GITHUB_REPOSITORY"), *api = getenv("GITHUB_API_URL");
-	const char *action, *label, *repo, *sha, *sender;
-	const cJSON *pr, *num;
-	cJSON *ev = NULL;
-	int64_t budget = 0, tid = 0;
-	double speedup = 0;
-	int c, n, rc = KB_EXIT_USAGE;
-	bool cfg_loaded = false;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			config_path = optarg;
+			a->config_path = optarg;
 			break;
 		case 't':
-			if (kb_parse_i64(optarg, &budget) || budget < 1)
-				return cli_usage_error("action", "--time-budget '%s' is not a positive number",
-						       optarg);
+			if (kb_parse_i64(optarg, &a->budget) || a->budget < 1) {
+				*rc = cli_usage_error("action", "--time-budget '%s' is not a positive number",
+						      optarg);
+				return false;
+			}
 			break;
 		case 'e':
-			event_path = optarg;
+			a->event_path = optarg;
 			break;
 		case 'h':
 			usage(stdout);
-			return KB_EXIT_OK;
+			*rc = KB_EXIT_OK;
+			return false;
 		default:
-			return cli_usage_error("action", "unknown option");
+			*rc = cli_usage_error("action", "unknown option");
+			return false;
 		}
 	}
-	if (optind != argc)
-		return cli_usage_error("action", "unexpected argument '%s'", argv[optind]);
-	if (!event_path || !*event_path)
-		return cli_usage_error("action", "no event: GITHUB_EVENT_PATH is not set (run it as "
-				       "a step of a workflow, or give --event FILE)");
-	rc = cli_load_config(config_path, &cfg);
-	cfg_loaded = true;
-	if (rc)
-		goto out;
-	rc = KB_EXIT_USAGE;
+	if (optind != argc) {
+		*rc = cli_usage_error("action", "unexpected argument '%s'", argv[optind]);
+		return false;
+	}
+	if (!a->event_path || !*a->event_path) {
+		*rc = cli_usage_error("action", "no event: GITHUB_EVENT_PATH is not set (run it as "
+				      "a step of a workflow, or give --event FILE)");
+		return false;
+	}
+	return true;
+}
 
-	/* the runner's environment completes the config */
+/* The runner's environment completes the config; --time-budget, capped, replaces its budget. */
+static void complete_config(struct kb_config *cfg, int64_t budget)
+{
+	const char *api = getenv("GITHUB_API_URL");
+
 	if (api && *api) {
-		free(cfg.github_api_url);
-		cfg.github_api_url = xstrdup(api);
+		free(cfg->github_api_url);
+		cfg->github_api_url = xstrdup(api);
 	}
-	if (!*cfg.github_token && getenv("GITHUB_TOKEN") && *getenv("GITHUB_TOKEN")) {
-		free(cfg.github_token);
-		cfg.github_token = xstrdup(getenv("GITHUB_TOKEN"));
+	if (!*cfg->github_token && getenv("GITHUB_TOKEN") && *getenv("GITHUB_TOKEN")) {
+		free(cfg->github_token);
+		cfg->github_token = xstrdup(getenv("GITHUB_TOKEN"));
 	}
-	log_add_secret(cfg.github_token);
+	log_add_secret(cfg->github_token);
 	if (budget) {
-		if (budget > cfg.bot_max_time_budget_s) {
+		if (budget > cfg->bot_max_time_budget_s) {
 			log_warn("--time-budget %" PRId64 " is above [bot] max_time_budget_s; %" PRId64 " used",
-				 budget, cfg.bot_max_time_budget_s);
-			budget = cfg.bot_max_time_budget_s;
+				 budget, cfg->bot_max_time_budget_s);
+			budget = cfg->bot_max_time_budget_s;
 		}
-		cfg.bot_time_budget_s = budget;
+		cfg->bot_time_budget_s = budget;
 	}
+}
 
+/* What the job needs of a pull_request event; the strings point into ev (free it with cJSON_Delete). */
+struct action_event {
+	cJSON *ev;
+	const char *action, *label, *repo, *sha, *sender;
+	int64_t pr;
+};
+
+/* Read and check the event at event_path, for the repository repo_env (when set); -1 with a message. */
+static int read_event(const char *event_path, const char *repo_env, struct action_event *e)
+{
+	struct strbuf data = STRBUF_INIT;
+	const cJSON *pr, *num;
+	int rc = -1;
+
+	memset(e, 0, sizeof(*e));
 	if (strbuf_read_file(&data, event_path, MAX_EVENT)) {
 		fprintf(stderr, "kernelbot action: could not read the event '%s'\n", event_path);
 		goto out;
 	}
-	ev = cJSON_Parse(data.buf);
-	pr = jobj(ev, "pull_request");
+	e->ev = cJSON_Parse(data.buf);
+	pr = jobj(e->ev, "pull_request");
 	num = cJSON_GetObjectItemCaseSensitive(pr, "number");
-	action = jstr(ev, "action");
-	label = jstr(jobj(ev, "label"), "name");
-	repo = jstr(jobj(ev, "repository"), "full_name");
-	sha = jstr(jobj(pr, "head"), "sha");
-	sender = jstr(jobj(ev, "sender"), "login");
-	if (!repo)
-		repo = repo_env;
-	if (!ev || !pr || !cJSON_IsNumber(num) || !repo || !sha) {
+	e->action = kb_json_str(e->ev, "action");
+	e->label = kb_json_str(jobj(e->ev, "label"), "name");
+	e->repo = kb_json_str(jobj(e->ev, "repository"), "full_name");
+	e->sha = kb_json_str(jobj(pr, "head"), "sha");
+	e->sender = kb_json_str(jobj(e->ev, "sender"), "login");
+	if (!e->repo)
+		e->repo = repo_env;
+	if (!e->ev || !pr || !cJSON_IsNumber(num) || !e->repo || !e->sha) {
 		fprintf(stderr, "kernelbot action: '%s' is not a pull_request event payload\n", event_path);
 		goto out;
 	}
-	if (repo_env && *repo_env && strcasecmp(repo, repo_env)) {
+	if (repo_env && *repo_env && strcasecmp(e->repo, repo_env)) {
 		fprintf(stderr, "kernelbot action: the event is for '%s', GITHUB_REPOSITORY is '%s'\n",
-			repo, repo_env);
+			e->repo, repo_env);
 		goto out;
 	}
-	if (!action || strcmp(action, "labeled") || !label || strcmp(label, cfg.bot_label)) {
-		printf("kernelbot: not a '%s' label event (%s %s); nothing to do\n", cfg.bot_label,
-		       action ? action : "?", label ? label : "");
-		strbuf_addf(&md, "## kernelbot\n\nNothing to do: the event is not the `%s` label "
-			    "being added.\n", cfg.bot_label);
-		rc = write_outputs("", 0, md.buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
-		goto out;
-	}
+	e->pr = (int64_t)num->valuedouble;
+	rc = 0;
+out:
+	strbuf_release(&data);
+	return rc;
+}
 
-	if (kb_state_open(&st, cfg.state_dir))
+/* Run the event's job to its end in this process; its outcome into md, the outputs written. */
+static int run_job(struct kb_config *cfg, const struct action_event *e, struct strbuf *md)
+{
+	struct kb_state *st = NULL;
+	struct kb_forge *forge = NULL;
+	struct kb_jobs *jobs = NULL;
+	struct strbuf url = STRBUF_INIT;
+	struct kb_trigger_req req;
+	int64_t tid = 0;
+	double speedup = 0;
+	int n, rc = KB_EXIT_USAGE;
+
+	if (kb_state_open(&st, cfg->state_dir))
 		goto out;
 	n = kb_state_requeue_running(st);
 	if (n < 0)
 		goto out;
-	if (kb_forge_open(&forge, cfg.bot_forge == KB_FORGE_LOCAL ? "local" : "github", &cfg) ||
-	    kb_jobs_new(&jobs, &cfg, st, forge, NULL))
+	if (kb_forge_open(&forge, cfg->bot_forge == KB_FORGE_LOCAL ? "local" : "github", cfg) ||
+	    kb_jobs_new(&jobs, cfg, st, forge, NULL))
 		goto out;
 	memset(&req, 0, sizeof(req));
-	req.repo = repo;
-	req.pr = (int64_t)num->valuedouble;
-	req.head_sha = sha;
-	req.actor = sender;
+	req.repo = e->repo;
+	req.pr = e->pr;
+	req.head_sha = e->sha;
+	req.actor = e->sender;
 	req.source = "action";
 	/* each labelled event is a request of its own: it replaces what an
 	 * earlier run on this runner left active for the pull request */
@@ -266,10 +287,10 @@ int cmd_action(int argc, char **argv)
 		goto out;
 	}
 	if (!tid) {
-		printf("kernelbot: nothing to run for %s#%" PRId64 " (see the log)\n", repo, req.pr);
-		strbuf_addf(&md, "## kernelbot\n\nNothing to run for #%" PRId64 ": the label was not "
+		printf("kernelbot: nothing to run for %s#%" PRId64 " (see the log)\n", e->repo, req.pr);
+		strbuf_addf(md, "## kernelbot\n\nNothing to run for #%" PRId64 ": the label was not "
 			    "added by someone with write access.\n", req.pr);
-		rc = write_outputs("", 0, md.buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
+		rc = write_outputs("", 0, md->buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
 		goto out;
 	}
 	while (!kb_stop_requested()) {
@@ -287,22 +308,50 @@ int cmd_action(int argc, char **argv)
 		rc = KB_EXIT_NO;
 		goto out;
 	}
-	n = kb_jobs_trigger_outcome(jobs, tid, &md, &url, &speedup);
+	n = kb_jobs_trigger_outcome(jobs, tid, md, &url, &speedup);
 	if (n < 0)
 		goto out;
-	printf("%s", md.buf);
-	if (write_outputs(url.buf, speedup, md.buf))
+	printf("%s", md->buf);
+	if (write_outputs(url.buf, speedup, md->buf))
 		goto out;
 	rc = n ? KB_EXIT_NO : KB_EXIT_OK;
 out:
 	kb_jobs_free(jobs);
 	kb_forge_free(forge);
 	kb_state_close(st);
-	cJSON_Delete(ev);
-	strbuf_release(&data);
-	strbuf_release(&md);
 	strbuf_release(&url);
-	if (cfg_loaded)
-		kb_config_release(&cfg);
+	return rc;
+}
+
+int cmd_action(int argc, char **argv)
+{
+	struct action_args a = { NULL, getenv("GITHUB_EVENT_PATH"), 0 };
+	struct action_event e = { NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	struct kb_config cfg;
+	struct strbuf md = STRBUF_INIT;
+	int rc = KB_EXIT_USAGE;
+
+	if (!parse_args(argc, argv, &a, &rc))
+		return rc;
+	rc = cli_load_config(a.config_path, &cfg);
+	if (rc)
+		goto out;
+	rc = KB_EXIT_USAGE;
+	complete_config(&cfg, a.budget);
+	if (read_event(a.event_path, getenv("GITHUB_REPOSITORY"), &e))
+		goto out;
+	if (!e.action || strcmp(e.action, "labeled") || !e.label || strcmp(e.label, cfg.bot_label)) {
+		printf("kernelbot: not a '%s' label event (%s %s); nothing to do\n", cfg.bot_label,
+		       e.action ? e.action : "?", e.label ? e.label : "");
+		strbuf_addf(&md, "## kernelbot\n\nNothing to do: the event is not the `%s` label "
+			    "being added.\n", cfg.bot_label);
+		rc = write_outputs("", 0, md.buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
+		goto out;
+	}
+	rc = run_job(&cfg, &e, &md);
+out:
+	cJSON_Delete(e.ev);
+	strbuf_release(&md);
+	kb_config_release(&cfg);
 	return rc;
 }

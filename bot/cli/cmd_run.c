@@ -153,7 +153,18 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_resu
 	return rc;
 }
 
-int cmd_run(int argc, char **argv)
+/* What the command line asks for; search holds the options of the LLM search. */
+struct run_args {
+	const char *config_path, *backend_arg, *out_arg, *progress_path, *op;
+	enum kb_backend backend;
+	int64_t seeds;
+	const char *pass;
+	int64_t deadline_ms;
+	struct cli_search_args search;
+};
+
+/* The options and the operator into a; false when the command ends here, with *rc its exit code. */
+static bool parse_args(int argc, char **argv, struct run_args *a, int *rc)
 {
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
@@ -169,117 +180,96 @@ int cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct kb_config cfg;
-	struct kb_verifier vf;
-	struct kb_tune_opts to = { .pass = "forward" };
-	struct kb_tune_result res;
-	struct kb_progress pg;
-	struct strbuf out_dir = STRBUF_INIT, name = STRBUF_INIT;
-	const char *config_path = NULL, *backend_arg = NULL, *out_arg = NULL, *op;
-	const char *progress_path = NULL;
-	FILE *progress_fp = NULL;
-	enum kb_backend backend = KB_BACKEND_AUTO;
-	bool cfg_loaded = false, vf_ready = false;
-	int64_t seeds = 0;
-	struct cli_search_args search_args = { 0 };
-	int c, rc = KB_EXIT_USAGE;
+	const char *op;
+	int c;
 
-	kb_tune_result_init(&res);
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'b': backend_arg = optarg; break;
-		case 'o': out_arg = optarg; break;
-		case 'F': progress_path = optarg; break;
+		case 'c': a->config_path = optarg; break;
+		case 'b': a->backend_arg = optarg; break;
+		case 'o': a->out_arg = optarg; break;
+		case 'F': a->progress_path = optarg; break;
 		case 's':
-			if (kb_parse_i64(optarg, &seeds) || seeds < 1 || seeds > 100)
-				return cli_usage_error("run", "--seeds '%s' is not a number from 1 to 100", optarg);
+			if (kb_parse_i64(optarg, &a->seeds) || a->seeds < 1 || a->seeds > 100) {
+				*rc = cli_usage_error("run", "--seeds '%s' is not a number from 1 to 100", optarg);
+				return false;
+			}
 			break;
 		case 'p':
-			if (strcmp(optarg, "forward") && strcmp(optarg, "backward"))
-				return cli_usage_error("run", "unknown pass '%s' (forward or backward)", optarg);
-			to.pass = optarg;
+			if (strcmp(optarg, "forward") && strcmp(optarg, "backward")) {
+				*rc = cli_usage_error("run", "unknown pass '%s' (forward or backward)", optarg);
+				return false;
+			}
+			a->pass = optarg;
 			break;
 		case 'T': {
 			int64_t budget_s;
 
-			if (kb_parse_i64(optarg, &budget_s) || budget_s < 1 || budget_s > 604800)
-				return cli_usage_error("run", "--time-budget '%s' is not a number of seconds from 1 to 604800", optarg);
+			if (kb_parse_i64(optarg, &budget_s) || budget_s < 1 || budget_s > 604800) {
+				*rc = cli_usage_error("run", "--time-budget '%s' is not a number of seconds from 1 to 604800", optarg);
+				return false;
+			}
 			/* counted from here: analysis and harness start-up spend it too */
-			to.deadline_ms = kb_now_ms() + budget_s * 1000;
+			a->deadline_ms = kb_now_ms() + budget_s * 1000;
 			break;
 		}
-		case 'f': search_args.fresh = true; break;
+		case 'f': a->search.fresh = true; break;
 		case 'S': {
 			int64_t v;
 
-			if (kb_parse_i64(optarg, &v) || v < 1)
-				return cli_usage_error("run", "--seed '%s' is not a positive number", optarg);
-			search_args.seed = (uint64_t)v;
+			if (kb_parse_i64(optarg, &v) || v < 1) {
+				*rc = cli_usage_error("run", "--seed '%s' is not a positive number", optarg);
+				return false;
+			}
+			a->search.seed = (uint64_t)v;
 			break;
 		}
 		case 'J':
-			if (kb_parse_i64(optarg, &search_args.job_id) || search_args.job_id < 1)
-				return cli_usage_error("run", "--job-id '%s' is not a positive number", optarg);
+			if (kb_parse_i64(optarg, &a->search.job_id) || a->search.job_id < 1) {
+				*rc = cli_usage_error("run", "--job-id '%s' is not a positive number", optarg);
+				return false;
+			}
 			break;
-		case 'h': usage(stdout); return KB_EXIT_OK;
-		default: return cli_usage_error("run", "unknown option");
+		case 'h': usage(stdout); *rc = KB_EXIT_OK; return false;
+		default:
+			*rc = cli_usage_error("run", "unknown option");
+			return false;
 		}
 	}
-	if (argc - optind != 1)
-		return cli_usage_error("run", "expected one OPERATOR, got %d arguments", argc - optind);
-	op = argv[optind];
-	if (backend_arg && (kb_backend_parse(backend_arg, &backend) || backend == KB_BACKEND_AUTO))
-		return cli_usage_error("run", "unknown backend '%s' (cuda or cpu)", backend_arg);
-	if (access(op, F_OK))
-		return cli_usage_error("run", "operator '%s' does not exist", op);
-	if (!kb_is_dir(op) && !(kb_is_file(op) && strlen(op) > 3 && !strcmp(op + strlen(op) - 3, ".py")))
-		return cli_usage_error("run", "operator '%s' is neither a .py file nor a robust-kbench folder", op);
-	if (out_arg && !*out_arg)
-		return cli_usage_error("run", "--out needs a directory");
+	if (argc - optind != 1) {
+		*rc = cli_usage_error("run", "expected one OPERATOR, got %d arguments", argc - optind);
+		return false;
+	}
+	op = a->op = argv[optind];
+	if (a->backend_arg && (kb_backend_parse(a->backend_arg, &a->backend) || a->backend == KB_BACKEND_AUTO)) {
+		*rc = cli_usage_error("run", "unknown backend '%s' (cuda or cpu)", a->backend_arg);
+		return false;
+	}
+	if (access(op, F_OK)) {
+		*rc = cli_usage_error("run", "operator '%s' does not exist", op);
+		return false;
+	}
+	if (!kb_is_dir(op) && !(kb_is_file(op) && strlen(op) > 3 && !strcmp(op + strlen(op) - 3, ".py"))) {
+		*rc = cli_usage_error("run", "operator '%s' is neither a .py file nor a robust-kbench folder", op);
+		return false;
+	}
+	if (a->out_arg && !*a->out_arg) {
+		*rc = cli_usage_error("run", "--out needs a directory");
+		return false;
+	}
+	return true;
+}
 
-	rc = cli_load_config(config_path, &cfg);
-	cfg_loaded = true;
-	if (rc)
-		goto out;
-	rc = KB_EXIT_USAGE;
-	if (!backend_arg)
-		backend = cfg.backend;
-	vf_ready = true;
-	if (kb_verifier_init(&vf, &cfg)) {
-		fprintf(stderr, "kernelbot run: cannot run the verifier (see the error above)\n");
-		goto out;
-	}
-	to.backend = kb_python_backend(vf.probe, backend);
-	if (to.backend == KB_BACKEND_CUDA && !(vf.probe->cuda_available && vf.probe->device_count > 0)) {
-		rc = cli_usage_error("run", "backend 'cuda' needs a gpu, but torch in '%s' sees none (try --backend cpu)",
-				     vf.probe->python);
-		goto out;
-	}
-	kb_operator_name(op, &name);
-	if (out_arg)
-		strbuf_addstr(&out_dir, out_arg);
-	else
-		strbuf_addf(&out_dir, "kernelbot-out/%s", name.buf);
-	to.operator_path = op;
-	to.seeds = seeds;
-	if (progress_path) {
-		/* plain lines, parsed on their way to stderr into the progress file */
-		progress_fp = kb_progress_file_open(progress_path, stderr);
-		if (!progress_fp)
-			goto out;
-		kb_progress_init(&pg, progress_fp, 0);
-	} else {
-		kb_progress_init(&pg, stderr, -1);
-	}
-	to.progress = &pg;
+/* Without models: the templates alone; the best point's outputs into out_dir. An exit code. */
+static int run_templates(struct kb_verifier *vf, const struct kb_config *cfg, const struct kb_tune_opts *to,
+			 const char *out_dir)
+{
+	struct kb_tune_result res;
+	const char *op = to->operator_path;
+	int c, rc = KB_EXIT_USAGE;
 
-	/* with models configured: templates first, then the LLM search (run_search.c) */
-	if (cfg.nr_llm_models > 0) {
-		rc = cli_run_search(&vf, &cfg, &to, out_dir.buf, &search_args);
-		goto out;
-	}
-	c = kb_tune(&vf, &to, &res);
+	kb_tune_result_init(&res);
+	c = kb_tune(vf, to, &res);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot run: interrupted\n");
 		goto out;
@@ -303,9 +293,9 @@ int cmd_run(int argc, char **argv)
 	case KB_TUNE_OK:
 		break;
 	}
-	if (write_outputs(&vf, &res, op, out_dir.buf, kb_backend_name(to.backend), to.pass,
-			  seeds > 0 ? seeds : cfg.seeds)) {
-		fprintf(stderr, "kernelbot run: could not write the results to '%s'\n", out_dir.buf);
+	if (write_outputs(vf, &res, op, out_dir, kb_backend_name(to->backend), to->pass,
+			  to->seeds > 0 ? to->seeds : cfg->seeds)) {
+		fprintf(stderr, "kernelbot run: could not write the results to '%s'\n", out_dir);
 		goto out;
 	}
 	printf("verified kernel for '%s': %s template (%s), point %s\n", op, res.family, res.kind,
@@ -316,17 +306,78 @@ int cmd_run(int argc, char **argv)
 	printf("\ntuning: %zu of %zu points tried, %zu built, %zu timed, %zu from the cache, %.1f s%s\n",
 	       res.nr_points, res.space_size, res.built, res.timed, res.cache_hits, res.seconds,
 	       res.all_cached ? " (cached: nothing built or timed)" : "");
-	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py\n", out_dir.buf, res.ext);
+	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py\n", out_dir, res.ext);
 	rc = KB_EXIT_OK;
+out:
+	kb_tune_result_release(&res);
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_args a = { .backend = KB_BACKEND_AUTO, .pass = "forward" };
+	struct kb_config cfg;
+	struct kb_verifier vf;
+	struct kb_tune_opts to = { 0 };
+	struct kb_progress pg;
+	struct strbuf out_dir = STRBUF_INIT, name = STRBUF_INIT;
+	FILE *progress_fp = NULL;
+	enum kb_backend backend;
+	bool vf_ready = false;
+	int rc = KB_EXIT_USAGE;
+
+	if (!parse_args(argc, argv, &a, &rc))
+		return rc;
+	backend = a.backend;
+	to.pass = a.pass;
+	to.deadline_ms = a.deadline_ms;
+	rc = cli_load_config(a.config_path, &cfg);
+	if (rc)
+		goto out;
+	rc = KB_EXIT_USAGE;
+	if (!a.backend_arg)
+		backend = cfg.backend;
+	vf_ready = true;
+	if (kb_verifier_init(&vf, &cfg)) {
+		fprintf(stderr, "kernelbot run: cannot run the verifier (see the error above)\n");
+		goto out;
+	}
+	to.backend = kb_python_backend(vf.probe, backend);
+	if (to.backend == KB_BACKEND_CUDA && !(vf.probe->cuda_available && vf.probe->device_count > 0)) {
+		rc = cli_usage_error("run", "backend 'cuda' needs a gpu, but torch in '%s' sees none (try --backend cpu)",
+				     vf.probe->python);
+		goto out;
+	}
+	kb_operator_name(a.op, &name);
+	if (a.out_arg)
+		strbuf_addstr(&out_dir, a.out_arg);
+	else
+		strbuf_addf(&out_dir, "kernelbot-out/%s", name.buf);
+	to.operator_path = a.op;
+	to.seeds = a.seeds;
+	if (a.progress_path) {
+		/* plain lines, parsed on their way to stderr into the progress file */
+		progress_fp = kb_progress_file_open(a.progress_path, stderr);
+		if (!progress_fp)
+			goto out;
+		kb_progress_init(&pg, progress_fp, 0);
+	} else {
+		kb_progress_init(&pg, stderr, -1);
+	}
+	to.progress = &pg;
+
+	/* with models configured: templates first, then the LLM search (run_search.c) */
+	if (cfg.nr_llm_models > 0)
+		rc = cli_run_search(&vf, &cfg, &to, out_dir.buf, &a.search);
+	else
+		rc = run_templates(&vf, &cfg, &to, out_dir.buf);
 out:
 	fflush(stdout);
 	if (progress_fp)
 		fclose(progress_fp);
-	kb_tune_result_release(&res);
 	if (vf_ready)
 		kb_verifier_release(&vf);
-	if (cfg_loaded)
-		kb_config_release(&cfg);
+	kb_config_release(&cfg);
 	strbuf_release(&out_dir);
 	strbuf_release(&name);
 	return rc;

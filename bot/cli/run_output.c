@@ -1,15 +1,9 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "cli/run_output.h"
 #include "core/util.h"
 #include "templates/tune.h"
 #include "verifier/harness_client.h"
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* Input names in ABI order, from the describe result's first config. */
 static void input_names(const cJSON *describe, struct strvec *out)
@@ -18,7 +12,7 @@ static void input_names(const cJSON *describe, struct strvec *out)
 	const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(configs, 0), "inputs"), *in;
 
 	cJSON_ArrayForEach(in, inputs) {
-		const char *name = jstr(in, "name");
+		const char *name = kb_json_str(in, "name");
 
 		strvec_push(out, name ? name : "");
 	}
@@ -62,7 +56,7 @@ void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf
 	o->binding.operator_name = ro->name.buf;
 	o->binding.kernel_file = ro->kernel_file.buf;
 	o->binding.backend = backend;
-	o->binding.format = jstr(op, "format") ? jstr(op, "format") :
+	o->binding.format = kb_json_str(op, "format") ? kb_json_str(op, "format") :
 			    (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
 	o->binding.reference = ro->reference.buf;
 	o->binding.input_names = (const char *const *)ro->inputs.v;

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "cli/run_search.h"
 #include "cli/run_output.h"
 #include "cli/cli.h"
@@ -22,13 +23,6 @@
 
 /* The templates get this share of a time budget; the search the rest. */
 #define TEMPLATE_SHARE 0.25
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 static cJSON *dup_or_null(const cJSON *v)
 {
@@ -135,7 +129,7 @@ static void print_summary(const struct kb_search_result *r)
 	const cJSON *vf = cJSON_GetObjectItemCaseSensitive(s, "verifiers");
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(vf, "precision");
 	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(vf, "recall");
-	const char *grid = jstr(s, "archive_grid");
+	const char *grid = kb_json_str(s, "archive_grid");
 
 #define N(o, k) (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k)) ? \
 		 cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble : 0)
@@ -164,10 +158,55 @@ static void print_summary(const struct kb_search_result *r)
 		printf("\n%s%s", grid, grid[0] && grid[strlen(grid) - 1] == '\n' ? "" : "\n");
 }
 
+/* The search row refers to the job: it must be in this store. */
+static int check_job(struct kb_state *st, const struct kb_config *cfg, int64_t job_id)
+{
+	struct kb_job job = { 0 };
+	int c = kb_state_job_get(st, job_id, &job);
+
+	kb_job_release(&job);
+	if (c == KB_ENOTFOUND) {
+		fprintf(stderr, "kernelbot run: --job-id %" PRId64 ": no such job in the state dir '%s'\n",
+			job_id, cfg->state_dir);
+		return -1;
+	}
+	return c ? -1 : 0;
+}
+
+/*
+ * The templates first, with their share of the time: their best seeds the
+ * search, and kb_tune describes the operator. -1 with a message when the
+ * search cannot follow.
+ */
+static int run_templates(struct kb_verifier *vf, const struct kb_tune_opts *to, struct kb_tune_result *tres)
+{
+	struct kb_tune_opts topts = *to;
+	int c;
+
+	if (to->deadline_ms) {
+		int64_t left = to->deadline_ms - kb_now_ms();
+
+		topts.deadline_ms = kb_now_ms() + (int64_t)((double)(left > 0 ? left : 0) * TEMPLATE_SHARE);
+	}
+	c = kb_tune(vf, &topts, tres);
+	if (c == KB_ECANCELLED) {
+		fprintf(stderr, "kernelbot run: interrupted\n");
+		return -1;
+	}
+	if (c) {
+		fprintf(stderr, "kernelbot run: could not analyse '%s' (see the error above)\n", to->operator_path);
+		return -1;
+	}
+	if (tres->outcome == KB_TUNE_OPERATOR_ERROR || !tres->describe) {
+		fprintf(stderr, "kernelbot run: %s\n", tres->why ? tres->why : "the operator could not be described");
+		return -1;
+	}
+	return 0;
+}
+
 int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const struct kb_tune_opts *to,
 		   const char *out_dir, const struct cli_search_args *args)
 {
-	struct kb_tune_opts topts = *to;
 	struct kb_tune_result tres;
 	struct kb_search_result sres;
 	struct kb_search_opts so = { 0 };
@@ -183,39 +222,10 @@ int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const st
 	/* before the templates' minutes: a bad --job-id must not cost them */
 	if (kb_state_open(&st, cfg->state_dir))
 		goto out;
-	if (args && args->job_id > 0) {
-		/* the search row refers to the job: it must be in this store */
-		struct kb_job job = { 0 };
-
-		c = kb_state_job_get(st, args->job_id, &job);
-		kb_job_release(&job);
-		if (c == KB_ENOTFOUND) {
-			fprintf(stderr, "kernelbot run: --job-id %" PRId64 ": no such job in the state dir '%s'\n",
-				args->job_id, cfg->state_dir);
-			goto out;
-		}
-		if (c)
-			goto out;
-	}
-	if (to->deadline_ms) {
-		int64_t left = to->deadline_ms - kb_now_ms();
-
-		topts.deadline_ms = kb_now_ms() + (int64_t)((double)(left > 0 ? left : 0) * TEMPLATE_SHARE);
-	}
-	/* the templates first: their best seeds the search, and kb_tune describes the operator */
-	c = kb_tune(vf, &topts, &tres);
-	if (c == KB_ECANCELLED) {
-		fprintf(stderr, "kernelbot run: interrupted\n");
+	if (args && args->job_id > 0 && check_job(st, cfg, args->job_id))
 		goto out;
-	}
-	if (c) {
-		fprintf(stderr, "kernelbot run: could not analyse '%s' (see the error above)\n", op);
+	if (run_templates(vf, to, &tres))
 		goto out;
-	}
-	if (tres.outcome == KB_TUNE_OPERATOR_ERROR || !tres.describe) {
-		fprintf(stderr, "kernelbot run: %s\n", tres.why ? tres.why : "the operator could not be described");
-		goto out;
-	}
 	if (tres.outcome == KB_TUNE_OK) {
 		strbuf_addf(&label, "%s template (%s), point %s", tres.family, tres.kind, tres.points[tres.best].name);
 		seed.source = tres.best_source.buf;

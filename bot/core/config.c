@@ -1196,12 +1196,14 @@ static void print_string(FILE *fp, const char *s)
 	}
 }
 
-/* "key = value" of row in the struct at base, secrets as ***. */
-static void print_row(FILE *fp, const void *base, const struct cfg_row *row)
+/* row's value in the struct at base; a secret that is set reads "***". */
+static void row_entry(const void *base, const struct cfg_row *row, struct kb_config_entry *e)
 {
 	const void *field = const_field(base, row);
 
-	fprintf(fp, "%s =", row->key);
+	memset(e, 0, sizeof(*e));
+	e->section = row->section;
+	e->key = row->key;
 	switch (row->type) {
 	case CFG_STRING:
 	case CFG_PATH:
@@ -1209,35 +1211,60 @@ static void print_row(FILE *fp, const void *base, const struct cfg_row *row)
 	case CFG_MODELS: {
 		const char *s = *(char *const *)field;
 
-		if (s && *s) {
-			fputc(' ', fp);
-			if (row->flags & CFG_SECRET)
-				fputs("***", fp);
-			else
-				print_string(fp, s);
-		}
+		e->type = KB_CONFIG_TEXT;
+		e->text = !s || !*s ? "" : row->flags & CFG_SECRET ? "***" : s;
 		break;
 	}
 	case CFG_INT:
-		fprintf(fp, " %" PRId64, *(const int64_t *)field);
+		e->type = KB_CONFIG_INT;
+		e->i = *(const int64_t *)field;
 		break;
 	case CFG_DOUBLE:
-		if (isnan(*(const double *)field))
-			break; /* unset: reads back as NAN (CFG_NAN_OK) */
-		fputc(' ', fp);
-		print_double(fp, *(const double *)field);
+		e->type = KB_CONFIG_DOUBLE;
+		e->d = *(const double *)field;
 		break;
 	case CFG_BOOL:
-		fprintf(fp, " %s", *(const bool *)field ? "on" : "off");
+		e->type = KB_CONFIG_BOOL;
+		e->b = *(const bool *)field;
 		break;
 	case CFG_ENUM: {
 		int v = *(const int *)field, n = 0;
 
 		while (row->names[n])
 			n++;
-		fprintf(fp, " %s", v >= 0 && v < n ? row->names[v] : "?");
+		e->type = KB_CONFIG_TEXT;
+		e->text = v >= 0 && v < n ? row->names[v] : "?";
 		break;
 	}
+	}
+}
+
+/* "key = value" of row in the struct at base, secrets as ***. */
+static void print_row(FILE *fp, const void *base, const struct cfg_row *row)
+{
+	struct kb_config_entry e;
+
+	row_entry(base, row, &e);
+	fprintf(fp, "%s =", row->key);
+	switch (e.type) {
+	case KB_CONFIG_TEXT:
+		if (*e.text) {
+			fputc(' ', fp);
+			print_string(fp, e.text);
+		}
+		break;
+	case KB_CONFIG_INT:
+		fprintf(fp, " %" PRId64, e.i);
+		break;
+	case KB_CONFIG_DOUBLE:
+		if (isnan(e.d))
+			break; /* unset: reads back as NAN (CFG_NAN_OK) */
+		fputc(' ', fp);
+		print_double(fp, e.d);
+		break;
+	case KB_CONFIG_BOOL:
+		fprintf(fp, " %s", e.b ? "on" : "off");
+		break;
 	}
 	fputc('\n', fp);
 }
@@ -1282,6 +1309,19 @@ static void print_config(const struct kb_config *cfg, FILE *fp, bool child)
 			else
 				print_row(fp, &cfg->llm_models[i], &model_rows[r]);
 		}
+	}
+}
+
+void kb_config_foreach(const struct kb_config *cfg, const char *section,
+		       void (*cb)(const struct kb_config_entry *e, void *payload), void *payload)
+{
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		struct kb_config_entry e;
+
+		if (section && strcmp(section, rows[i].section))
+			continue;
+		row_entry(cfg, &rows[i], &e);
+		cb(&e, payload);
 	}
 }
 

@@ -170,6 +170,34 @@ void kb_config_print(const struct kb_config *cfg, FILE *fp);
 #define KB_CHILD_LLM_KEY_ENV "KERNELBOT_LLM_KEY_"
 void kb_config_print_for_child(const struct kb_config *cfg, FILE *fp);
 
+/* One key of the table, as kb_config_foreach shows it. */
+enum kb_config_type {
+	KB_CONFIG_TEXT,   /* strings, paths, lists and enums (by name) */
+	KB_CONFIG_INT,
+	KB_CONFIG_DOUBLE, /* NAN: unset */
+	KB_CONFIG_BOOL
+};
+
+struct kb_config_entry {
+	const char *section;
+	const char *key;
+	enum kb_config_type type;
+	const char *text; /* KB_CONFIG_TEXT: the value, "" when unset, "***" for a secret that is set */
+	int64_t i;        /* KB_CONFIG_INT */
+	double d;         /* KB_CONFIG_DOUBLE */
+	bool b;           /* KB_CONFIG_BOOL */
+};
+
+/*
+ * Call cb for every key of [section] (every section when NULL; the
+ * [llm.NAME] model sections are not in the table) in the table's order,
+ * with its value in cfg. A new key in the table shows up here with no
+ * other change, so code that must cover every key of a section (the
+ * search's settings hash) walks the table instead of listing fields.
+ */
+void kb_config_foreach(const struct kb_config *cfg, const char *section,
+		       void (*cb)(const struct kb_config_entry *e, void *payload), void *payload);
+
 /*
  * Pick the config file for a command: explicit (must exist), else
  * ./config.ini, else /etc/kernelbot/config.ini, else NULL (built-in

@@ -1,7 +1,9 @@
 #include "core/common.h"
 #include "core/signals.h"
+#include "core/util.h"
 
 #include <signal.h>
+#include <time.h>
 
 static volatile sig_atomic_t stop_signal;
 static volatile sig_atomic_t reload_pending;
@@ -59,4 +61,18 @@ void kb_request_stop(int signo)
 void kb_reset_stop(void)
 {
 	stop_signal = 0;
+}
+
+int kb_sleep_ms(int64_t ms)
+{
+	while (ms > 0) {
+		int64_t slice = ms < 50 ? ms : 50;
+		struct timespec ts = { (time_t)(slice / 1000), (long)(slice % 1000) * 1000000L };
+
+		if (kb_stop_requested())
+			return KB_ECANCELLED;
+		nanosleep(&ts, NULL);
+		ms -= slice;
+	}
+	return kb_stop_requested() ? KB_ECANCELLED : 0;
 }

@@ -19,4 +19,11 @@ bool kb_reload_requested(void);
 void kb_request_stop(int signo);
 void kb_reset_stop(void);
 
+/*
+ * Sleep ms milliseconds in slices of at most 50 ms, so that a stop is seen
+ * within a slice: KB_ECANCELLED as soon as one is requested (before the
+ * first slice too), 0 when the whole time passed. ms <= 0 only checks.
+ */
+int kb_sleep_ms(int64_t ms);
+
 #endif

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -579,6 +580,68 @@ const char *kb_state_path(const struct kb_state *st)
 sqlite3 *kb_state_db(struct kb_state *st)
 {
 	return st->db;
+}
+
+int kb_state_prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql)
+{
+	if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
+		*stmt = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int kb_state_exec(struct kb_state *st, const char *sql)
+{
+	return sqlite3_exec(st->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+const char *kb_state_errmsg(struct kb_state *st)
+{
+	return sqlite3_errmsg(st->db);
+}
+
+int kb_state_step_one(struct kb_state *st, sqlite3_stmt *stmt, const char *what)
+{
+	switch (sqlite3_step(stmt)) {
+	case SQLITE_ROW:
+		return 1;
+	case SQLITE_DONE:
+		return KB_ENOTFOUND;
+	default:
+		return error("could not %s in '%s': %s", what, kb_state_path(st), sqlite3_errmsg(st->db));
+	}
+}
+
+int kb_state_changes(struct kb_state *st)
+{
+	return sqlite3_changes(st->db);
+}
+
+int64_t kb_state_last_insert_rowid(struct kb_state *st)
+{
+	return sqlite3_last_insert_rowid(st->db);
+}
+
+bool kb_state_in_transaction(struct kb_state *st)
+{
+	return !sqlite3_get_autocommit(st->db);
+}
+
+void kb_state_bind_text(sqlite3_stmt *stmt, int i, const char *s)
+{
+	if (s)
+		sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(stmt, i);
+}
+
+void kb_state_bind_id(sqlite3_stmt *stmt, int i, int64_t id)
+{
+	if (id > 0)
+		sqlite3_bind_int64(stmt, i, id);
+	else
+		sqlite3_bind_null(stmt, i);
 }
 
 /* --- explicit transactions --- */

@@ -85,9 +85,38 @@ int kb_state_open(struct kb_state **out, const char *state_dir);
 /* Close and free; NULL is fine. An open transaction is rolled back. */
 void kb_state_close(struct kb_state *st);
 
-/* The database path and the raw handle, for later issues' modules. */
+/* The database path, for messages. */
 const char *kb_state_path(const struct kb_state *st);
-sqlite3 *kb_state_db(struct kb_state *st);
+
+/*
+ * Statements for the modules that own tables (each module's *_db.c: jobs,
+ * daemon, search, llm usage, templates). The raw handle stays inside
+ * core/state: a module prepares its SQL here, then binds, steps and
+ * finalizes the sqlite3_stmt itself. Nothing here logs; the caller words
+ * the message, with kb_state_errmsg() for SQLite's part.
+ */
+/* Prepare one statement; -1 with *stmt NULL when SQLite refuses it. */
+int kb_state_prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql);
+/* Run one or more statements that return no rows; -1 on failure. */
+int kb_state_exec(struct kb_state *st, const char *sql);
+/* SQLite's message for the last failed call on st. */
+const char *kb_state_errmsg(struct kb_state *st);
+/*
+ * Step a statement that returns at most one row: 1 with a row to read,
+ * KB_ENOTFOUND without one, -1 on failure, logged as "could not <what>
+ * in '<state path>': <SQLite's message>". The caller finalizes stmt.
+ */
+int kb_state_step_one(struct kb_state *st, sqlite3_stmt *stmt, const char *what);
+/* Rows changed by the last INSERT, UPDATE or DELETE. */
+int kb_state_changes(struct kb_state *st);
+/* Row id of the last successful INSERT. */
+int64_t kb_state_last_insert_rowid(struct kb_state *st);
+/* True while a transaction is open on st (kb_state_begin, BEGIN, SAVEPOINT). */
+bool kb_state_in_transaction(struct kb_state *st);
+/* Bind s (copied), or NULL when s is NULL. */
+void kb_state_bind_text(sqlite3_stmt *stmt, int i, const char *s);
+/* Bind id, or NULL when id <= 0 (a reference to no row). */
+void kb_state_bind_id(sqlite3_stmt *stmt, int i, int64_t id);
 
 /* user_version of the open database (>= 0), or -1 after an error. */
 int kb_state_schema_version(struct kb_state *st);

@@ -568,26 +568,12 @@ static int read_child_status(int fd, struct child_status *st)
 }
 
 /*
- * Fork and exec; on success the poll side owns the child (cp->state).
- * persistent: start_command's child, else run_command's.
+ * Clear cp's outputs from an earlier run and check what it asks for:
+ * 0, -1 with a message, or KB_ECANCELLED when a stop was requested.
  */
-static int start_child(struct child_process *cp, bool persistent, int64_t start)
+static int prepare_child(struct child_process *cp)
 {
-	struct strvec env = STRVEC_INIT, sh_argv = STRVEC_INIT;
-	struct strbuf path = STRBUF_INIT;
-	int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 }, err_pipe[2] = { -1, -1 };
-	int res_pipe[2] = { -1, -1 }, status_pipe[2] = { -1, -1 };
-	int devnull = -1;
-	bool stdin_pipe = cp->in || (persistent && cp->keep_stdin_open);
-	struct child_exec x;
-	struct child_status st;
-	sigset_t all, saved;
 	const char *prog;
-	pid_t pid = -1;
-	int rc = -1, fork_errno;
-
-	if (cp->state)
-		return error("'%s' is already running", cp->args.nr ? cp->args.v[0] : "");
 
 	strbuf_reset(&cp->out);
 	strbuf_reset(&cp->err);
@@ -615,6 +601,131 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 		cp->cancelled = true;
 		return KB_ECANCELLED;
 	}
+	return 0;
+}
+
+/* The child's pipes (-1: none) and /dev/null for its stdin when it gets no pipe. */
+struct child_pipes {
+	int in[2], out[2], err[2], res[2], status[2];
+	int devnull;
+};
+
+#define CHILD_PIPES_INIT { { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 }, { -1, -1 }, -1 }
+
+static void close_pipes(struct child_pipes *p)
+{
+	close_pipe(p->in);
+	close_pipe(p->out);
+	close_pipe(p->err);
+	close_pipe(p->res);
+	close_pipe(p->status);
+	sp_close_fd(&p->devnull);
+}
+
+/* CLOEXEC everywhere: other threads' children must not inherit these */
+static int open_pipes(const struct child_process *cp, bool stdin_pipe, struct child_pipes *p)
+{
+	const char *prog = cp->args.v[0];
+
+	if (stdin_pipe) {
+		if (pipe2(p->in, O_CLOEXEC))
+			return error_errno("could not create a pipe for '%s'", prog);
+	} else if ((p->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+		return error_errno("could not open '/dev/null'");
+	}
+	if (pipe2(p->out, O_CLOEXEC) || (!cp->err_to_out && pipe2(p->err, O_CLOEXEC)) ||
+	    (cp->result_fd_child > 0 && pipe2(p->res, O_CLOEXEC)) ||
+	    pipe2(p->status, O_CLOEXEC))
+		return error_errno("could not create a pipe for '%s'", prog);
+	return 0;
+}
+
+/* What the child does between fork and exec: its descriptors, directory and program. */
+static void fill_exec(struct child_exec *x, struct child_process *cp, const char *path,
+		      const struct strvec *sh_argv, const struct strvec *env,
+		      const struct child_pipes *p, bool stdin_pipe)
+{
+	memset(x, 0, sizeof(*x));
+	x->path = path;
+	x->argv = (char *const *)cp->args.v;
+	x->sh_argv = (char *const *)sh_argv->v;
+	x->envp = (char *const *)env->v;
+	x->dir = cp->dir;
+	x->in_fd = stdin_pipe ? p->in[0] : p->devnull;
+	x->out_fd = p->out[1];
+	x->err_fd = cp->err_to_out ? -1 : p->err[1];
+	x->res_fd = p->res[1];
+	x->res_target = cp->result_fd_child;
+	x->extra_fd = cp->extra_fd;
+	x->extra_target = cp->extra_fd >= 0 ? cp->extra_fd_child : -1;
+	x->pass_fd = cp->pass_fd;
+	x->pass_target = cp->pass_fd >= 0 ? cp->pass_fd_child : -1;
+	x->status_fd = p->status[1];
+	x->parent = getpid();
+	x->cp = cp;
+}
+
+/* Fork; the child runs x. The child's pid, or -1 with a message. */
+static pid_t fork_child(struct child_exec *x, const char *prog)
+{
+	sigset_t all, saved;
+	pid_t pid;
+	int fork_errno;
+
+	/* no handler of ours may run in the child before it resets them */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	pid = fork();
+	fork_errno = errno;
+	if (!pid)
+		run_child(x);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (pid < 0) {
+		errno = fork_errno;
+		error_errno("could not fork to run '%s'", prog);
+		return -1;
+	}
+	setpgid(pid, pid); /* races with the child's own call; either is enough */
+	return pid;
+}
+
+/* After the fork: close the child's ends of the pipes, and the descriptor passed to it. */
+static void close_child_ends(struct child_process *cp, struct child_pipes *p)
+{
+	sp_close_fd(&p->in[0]);
+	sp_close_fd(&p->out[1]);
+	sp_close_fd(&p->err[1]);
+	sp_close_fd(&p->res[1]);
+	sp_close_fd(&p->status[1]);
+	if (cp->pass_fd >= 0) {  /* the child's now: our copy would hide its EOF */
+		close(cp->pass_fd);
+		cp->pass_fd = -1;
+	}
+	sp_close_fd(&p->devnull);
+}
+
+/*
+ * Fork and exec; on success the poll side owns the child (cp->state).
+ * persistent: start_command's child, else run_command's.
+ */
+static int start_child(struct child_process *cp, bool persistent, int64_t start)
+{
+	struct strvec env = STRVEC_INIT, sh_argv = STRVEC_INIT;
+	struct strbuf path = STRBUF_INIT;
+	struct child_pipes p = CHILD_PIPES_INIT;
+	bool stdin_pipe = cp->in || (persistent && cp->keep_stdin_open);
+	struct child_exec x;
+	struct child_status st;
+	const char *prog;
+	pid_t pid = -1;
+	int rc;
+
+	if (cp->state)
+		return error("'%s' is already running", cp->args.nr ? cp->args.v[0] : "");
+	if ((rc = prepare_child(cp)))
+		return rc;
+	rc = -1;
+	prog = cp->args.v[0];
 
 	build_env(cp, &env);
 	if (resolve_program(prog, &env, &path)) {
@@ -624,70 +735,16 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	strvec_pushl(&sh_argv, "/bin/sh", path.buf, NULL);
 	for (size_t i = 1; i < cp->args.nr; i++)
 		strvec_push(&sh_argv, cp->args.v[i]);
-
-	/* CLOEXEC everywhere: other threads' children must not inherit these */
-	if (stdin_pipe) {
-		if (pipe2(in_pipe, O_CLOEXEC)) {
-			error_errno("could not create a pipe for '%s'", prog);
-			goto out;
-		}
-	} else if ((devnull = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-		error_errno("could not open '/dev/null'");
+	if (open_pipes(cp, stdin_pipe, &p))
 		goto out;
-	}
-	if (pipe2(out_pipe, O_CLOEXEC) || (!cp->err_to_out && pipe2(err_pipe, O_CLOEXEC)) ||
-	    (cp->result_fd_child > 0 && pipe2(res_pipe, O_CLOEXEC)) ||
-	    pipe2(status_pipe, O_CLOEXEC)) {
-		error_errno("could not create a pipe for '%s'", prog);
+
+	fill_exec(&x, cp, path.buf, &sh_argv, &env, &p, stdin_pipe);
+	pid = fork_child(&x, prog);
+	if (pid < 0)
 		goto out;
-	}
+	close_child_ends(cp, &p);
 
-	memset(&x, 0, sizeof(x));
-	x.path = path.buf;
-	x.argv = (char *const *)cp->args.v;
-	x.sh_argv = (char *const *)sh_argv.v;
-	x.envp = (char *const *)env.v;
-	x.dir = cp->dir;
-	x.in_fd = stdin_pipe ? in_pipe[0] : devnull;
-	x.out_fd = out_pipe[1];
-	x.err_fd = cp->err_to_out ? -1 : err_pipe[1];
-	x.res_fd = res_pipe[1];
-	x.res_target = cp->result_fd_child;
-	x.extra_fd = cp->extra_fd;
-	x.extra_target = cp->extra_fd >= 0 ? cp->extra_fd_child : -1;
-	x.pass_fd = cp->pass_fd;
-	x.pass_target = cp->pass_fd >= 0 ? cp->pass_fd_child : -1;
-	x.status_fd = status_pipe[1];
-	x.parent = getpid();
-	x.cp = cp;
-
-	/* no handler of ours may run in the child before it resets them */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	pid = fork();
-	fork_errno = errno;
-	if (!pid)
-		run_child(&x);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	if (pid < 0) {
-		errno = fork_errno;
-		error_errno("could not fork to run '%s'", prog);
-		goto out;
-	}
-	setpgid(pid, pid); /* races with the child's own call; either is enough */
-
-	sp_close_fd(&in_pipe[0]);
-	sp_close_fd(&out_pipe[1]);
-	sp_close_fd(&err_pipe[1]);
-	sp_close_fd(&res_pipe[1]);
-	sp_close_fd(&status_pipe[1]);
-	if (cp->pass_fd >= 0) {  /* the child's now: our copy would hide its EOF */
-		close(cp->pass_fd);
-		cp->pass_fd = -1;
-	}
-	sp_close_fd(&devnull);
-
-	if (read_child_status(status_pipe[0], &st)) {
+	if (read_child_status(p.status[0], &st)) {
 		int ignored;
 
 		sp_reap(pid, &ignored);
@@ -697,9 +754,8 @@ static int start_child(struct child_process *cp, bool persistent, int64_t start)
 	}
 
 	/* the state owns the child and our ends of its pipes from here on */
-	child_state_attach(cp, pid, start, in_pipe[1], out_pipe[0], err_pipe[0], res_pipe[0],
-			   persistent);
-	in_pipe[1] = out_pipe[0] = err_pipe[0] = res_pipe[0] = -1;
+	child_state_attach(cp, pid, start, p.in[1], p.out[0], p.err[0], p.res[0], persistent);
+	p.in[1] = p.out[0] = p.err[0] = p.res[0] = -1;
 	pid = -1;
 	rc = 0;
 
@@ -710,12 +766,7 @@ out:
 		sp_kill_group(pid);
 		sp_reap(pid, &ignored);
 	}
-	close_pipe(in_pipe);
-	close_pipe(out_pipe);
-	close_pipe(err_pipe);
-	close_pipe(res_pipe);
-	close_pipe(status_pipe);
-	sp_close_fd(&devnull);
+	close_pipes(&p);
 	strvec_clear(&env);
 	strvec_clear(&sh_argv);
 	strbuf_release(&path);

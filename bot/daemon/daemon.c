@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/signals.h"
@@ -6,6 +7,7 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "daemon/daemon.h"
+#include "daemon/daemon_db.h"
 #include "daemon/webhook.h"
 #include "forge/forge.h"
 #include "jobs/jobs.h"
@@ -153,29 +155,10 @@ static void watches_release(struct daemon *d)
 	d->nr_watches = d->alloc_watches = 0;
 }
 
-/* One count from sql with one or two integer parameters; 0 when it fails. */
-static int64_t count_of(struct daemon *d, const char *sql, int64_t a, int64_t b)
-{
-	sqlite3_stmt *stmt;
-	int64_t n = 0;
-
-	if (sqlite3_prepare_v2(kb_state_db(d->st), sql, -1, &stmt, NULL) != SQLITE_OK)
-		return 0;
-	sqlite3_bind_int64(stmt, 1, a);
-	if (sqlite3_bind_parameter_count(stmt) > 1)
-		sqlite3_bind_int64(stmt, 2, b);
-	if (sqlite3_step(stmt) == SQLITE_ROW)
-		n = sqlite3_column_int64(stmt, 0);
-	sqlite3_finalize(stmt);
-	return n;
-}
-
 /* Jobs of repo_id's active triggers still queued or running. */
 static bool has_pending(struct daemon *d, int64_t repo_id)
 {
-	return count_of(d, "SELECT count(*) FROM jobs j JOIN triggers t ON j.trigger_id = t.id"
-			   " WHERE t.repository_id = ? AND t.state = 'active' AND j.state IN"
-			   " ('queued', 'running')", repo_id, 0) > 0;
+	return ddb_pending_jobs(d->st, repo_id) > 0;
 }
 
 /* Is pull request pr one the bot watches: labelled now, or triggered once? */
@@ -185,8 +168,7 @@ static bool watched(struct daemon *d, int64_t repo_id, const struct kb_forge_pr_
 	for (size_t i = 0; labelled && i < labelled->nr; i++)
 		if (labelled->v[i].number == pr)
 			return true;
-	return count_of(d, "SELECT count(*) FROM triggers WHERE repository_id = ? AND"
-			   " pr_number = ?", repo_id, pr) > 0;
+	return ddb_trigger_count(d->st, repo_id, pr) > 0;
 }
 
 /*
@@ -269,7 +251,6 @@ static int poll_repo(struct daemon *d, const char *repo)
 {
 	struct kb_forge_pr_list list = KB_FORGE_PR_LIST_INIT;
 	struct strbuf etag = STRBUF_INIT;
-	sqlite3_stmt *stmt = NULL;
 	int64_t repo_id, *active = NULL, last_polled_at = 0;
 	size_t nr_active = 0;
 	bool not_modified = false, ok = true;
@@ -277,17 +258,8 @@ static int poll_repo(struct daemon *d, const char *repo)
 
 	if (kb_state_repo_upsert(d->st, &repo_id, d->forge->name, repo))
 		return -1;
-	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT etag, last_polled_at FROM repositories"
-			       " WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK)
-		return error("could not read repositories in '%s'", kb_state_path(d->st));
-	sqlite3_bind_int64(stmt, 1, repo_id);
-	if (sqlite3_step(stmt) == SQLITE_ROW) {
-		if (sqlite3_column_text(stmt, 0))
-			strbuf_addstr(&etag, (const char *)sqlite3_column_text(stmt, 0));
-		last_polled_at = sqlite3_column_int64(stmt, 1);
-	}
-	sqlite3_finalize(stmt);
-	stmt = NULL;
+	if (ddb_poll_get(d->st, repo_id, &etag, &last_polled_at))
+		return -1;
 
 	rc = kb_forge_list_labelled_prs(d->forge, &list, &not_modified, &etag, repo,
 					d->cfg->bot_label);
@@ -317,18 +289,10 @@ static int poll_repo(struct daemon *d, const char *repo)
 			ok = false;
 	}
 	/* labels gone (or pull requests closed): cancel what they started */
-	if (sqlite3_prepare_v2(kb_state_db(d->st), "SELECT pr_number FROM triggers WHERE"
-			       " repository_id = ? AND state = 'active'", -1, &stmt, NULL) != SQLITE_OK) {
-		rc = error("could not read triggers in '%s'", kb_state_path(d->st));
+	if (ddb_active_prs(d->st, repo_id, &active, &nr_active)) {
+		rc = -1;
 		goto out;
 	}
-	sqlite3_bind_int64(stmt, 1, repo_id);
-	while (sqlite3_step(stmt) == SQLITE_ROW) {
-		active = xrealloc(active, (nr_active + 1) * sizeof(*active));
-		active[nr_active++] = sqlite3_column_int64(stmt, 0);
-	}
-	sqlite3_finalize(stmt);
-	stmt = NULL;
 	for (size_t i = 0; i < nr_active; i++) {
 		bool listed = false;
 
@@ -344,25 +308,15 @@ static int poll_repo(struct daemon *d, const char *repo)
 		ok = false;
 	/* keep the old ETag after a failure: the next poll sees the list again */
 	if (ok && !kb_state_begin(d->st)) {
-		if (sqlite3_prepare_v2(kb_state_db(d->st), "UPDATE repositories SET etag = ?,"
-				       " last_polled_at = ? WHERE id = ?", -1, &stmt, NULL) != SQLITE_OK ||
-		    sqlite3_bind_text(stmt, 1, etag.buf, -1, SQLITE_STATIC) != SQLITE_OK ||
-		    sqlite3_bind_int64(stmt, 2, kb_wall_s()) != SQLITE_OK ||
-		    sqlite3_bind_int64(stmt, 3, repo_id) != SQLITE_OK ||
-		    sqlite3_step(stmt) != SQLITE_DONE) {
-			sqlite3_finalize(stmt);
-			stmt = NULL;
+		if (ddb_poll_put(d->st, repo_id, etag.buf)) {
 			kb_state_rollback(d->st);
 			rc = error("could not store the ETag of '%s'", repo);
 			goto out;
 		}
-		sqlite3_finalize(stmt);
-		stmt = NULL;
 		kb_state_commit(d->st);
 	}
 	rc = ok ? 0 : -1;
 out:
-	sqlite3_finalize(stmt);
 	free(active);
 	kb_forge_pr_list_release(&list);
 	strbuf_release(&etag);
@@ -384,13 +338,6 @@ static void poll_all(struct daemon *d)
 
 /* --- webhook events --- */
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* May sender act on repo (write, maintain, admin)? */
 static bool may_act(struct daemon *d, const char *repo, const char *sender)
 {
@@ -407,8 +354,8 @@ static bool may_act(struct daemon *d, const char *repo, const char *sender)
 static void handle_event(struct daemon *d, const char *text)
 {
 	cJSON *e = cJSON_Parse(text);
-	const char *event = jstr(e, "event"), *action = jstr(e, "action"), *repo = jstr(e, "repo");
-	const char *sender = jstr(e, "sender"), *label = jstr(e, "label");
+	const char *event = kb_json_str(e, "event"), *action = kb_json_str(e, "action"), *repo = kb_json_str(e, "repo");
+	const char *sender = kb_json_str(e, "sender"), *label = kb_json_str(e, "label");
 	const cJSON *num = cJSON_GetObjectItemCaseSensitive(e, "number");
 	struct kb_trigger_req req;
 	char *me = NULL;
@@ -434,7 +381,7 @@ static void handle_event(struct daemon *d, const char *text)
 			goto out;
 		if (!strcmp(action, "labeled")) {
 			/* the sha at labelling; kb_jobs_trigger checks the sender may */
-			req.head_sha = jstr(e, "head_sha");
+			req.head_sha = kb_json_str(e, "head_sha");
 			req.source = "webhook";
 			kb_jobs_trigger(d->jobs, &req, NULL);
 		} else if (!strcmp(action, "unlabeled") && may_act(d, repo, sender)) {
@@ -442,7 +389,7 @@ static void handle_event(struct daemon *d, const char *text)
 		}
 	} else if (!strcmp(event, "issue_comment")) {
 		/* a webhook's, or a comment the poll found: the same path */
-		kb_jobs_command(d->jobs, repo, req.pr, sender, jstr(e, "command"));
+		kb_jobs_command(d->jobs, repo, req.pr, sender, kb_json_str(e, "command"));
 	}
 out:
 	free(me);
@@ -494,18 +441,7 @@ static void remove_pidfile(struct daemon *d)
 
 static bool idle(struct daemon *d)
 {
-	int64_t n = 0;
-	sqlite3_stmt *stmt;
-
-	if (sqlite3_prepare_v2(kb_state_db(d->st),
-			       "SELECT (SELECT count(*) FROM jobs WHERE state IN ('queued', 'running'))"
-			       " + (SELECT count(*) FROM webhook_events WHERE handled_at IS NULL)",
-			       -1, &stmt, NULL) != SQLITE_OK)
-		return false;
-	if (sqlite3_step(stmt) == SQLITE_ROW)
-		n = sqlite3_column_int64(stmt, 0);
-	sqlite3_finalize(stmt);
-	return n == 0;
+	return ddb_idle(d->st);
 }
 
 /* SIGHUP: a new config, and a forge opened with it (a rotated token). */

@@ -1,9 +1,11 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/state.h"
 #include "core/strbuf.h"
 #include "core/util.h"
+#include "daemon/daemon_db.h"
 #include "daemon/webhook.h"
 #include "jobs/jobs.h"
 
@@ -68,13 +70,6 @@ bool kb_webhook_signature_ok(const char *secret, const void *body, size_t len,
 	return CRYPTO_memcmp(want, got, 32) == 0;
 }
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static const cJSON *jobj(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -107,11 +102,11 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 		rc = error("webhook '%s': the body is not a JSON object", event);
 		goto out;
 	}
-	action = jstr(j, "action");
+	action = kb_json_str(j, "action");
 	repo = jobj(j, "repository");
 	sender = jobj(j, "sender");
 	inst = jobj(j, "installation");
-	full = jstr(repo, "full_name");
+	full = kb_json_str(repo, "full_name");
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "event", event);
 	if (!strcmp(event, "pull_request")) {
@@ -120,19 +115,19 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 			goto out;
 		pr = jobj(j, "pull_request");
 		num = jid(pr, "number");
-		if (!full || !num || !jstr(jobj(pr, "head"), "sha")) {
+		if (!full || !num || !kb_json_str(jobj(pr, "head"), "sha")) {
 			rc = error("webhook 'pull_request': no repository, number or head sha");
 			goto out;
 		}
 		label = jobj(j, "label");
-		if (strcmp(action, "closed") && !jstr(label, "name")) {
+		if (strcmp(action, "closed") && !kb_json_str(label, "name")) {
 			rc = error("webhook 'pull_request' %s: no label", action);
 			goto out;
 		}
 		cJSON_AddNumberToObject(o, "number", num->valuedouble);
-		cJSON_AddStringToObject(o, "head_sha", jstr(jobj(pr, "head"), "sha"));
-		if (jstr(label, "name"))
-			cJSON_AddStringToObject(o, "label", jstr(label, "name"));
+		cJSON_AddStringToObject(o, "head_sha", kb_json_str(jobj(pr, "head"), "sha"));
+		if (kb_json_str(label, "name"))
+			cJSON_AddStringToObject(o, "label", kb_json_str(label, "name"));
 	} else if (!strcmp(event, "issue_comment")) {
 		if (!action || strcmp(action, "created"))
 			goto out;
@@ -141,7 +136,7 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 		/* comments on plain issues carry no pull_request key */
 		if (!cJSON_GetObjectItemCaseSensitive(issue, "pull_request"))
 			goto out;
-		if (!jstr(comment, "body") || !(cmd = kb_jobs_parse_command(jstr(comment, "body"))))
+		if (!kb_json_str(comment, "body") || !(cmd = kb_jobs_parse_command(kb_json_str(comment, "body"))))
 			goto out;
 		num = jid(issue, "number");
 		if (!full || !num) {
@@ -157,8 +152,8 @@ int kb_webhook_extract(struct strbuf *out, const char *event, const char *body, 
 	}
 	cJSON_AddStringToObject(o, "action", action);
 	cJSON_AddStringToObject(o, "repo", full);
-	if (jstr(sender, "login"))
-		cJSON_AddStringToObject(o, "sender", jstr(sender, "login"));
+	if (kb_json_str(sender, "login"))
+		cJSON_AddStringToObject(o, "sender", kb_json_str(sender, "login"));
 	if (jid(inst, "id"))
 		cJSON_AddNumberToObject(o, "installation_id", jid(inst, "id")->valuedouble);
 	{
@@ -182,132 +177,25 @@ void kb_webhook_comment_key(struct strbuf *out, const char *repo, int64_t commen
 	strbuf_addf(out, ":%" PRId64, comment_id);
 }
 
-/* Record key in webhook_deliveries; *fresh is false when it was there already. */
-static int record_key(sqlite3 *db, const char *key, const char *event, int64_t now, bool *fresh)
-{
-	sqlite3_stmt *stmt = NULL;
-
-	if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO webhook_deliveries (delivery_id, event,"
-				   " received_at) VALUES (?, ?, ?)", -1, &stmt, NULL) != SQLITE_OK)
-		return -1;
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, event, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 3, now);
-	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		sqlite3_finalize(stmt);
-		return -1;
-	}
-	sqlite3_finalize(stmt);
-	*fresh = sqlite3_changes(db) > 0;
-	return 0;
-}
-
 int kb_webhook_store(struct kb_state *st, const char *delivery, const char *event,
 		     const char *payload)
 {
-	sqlite3 *db = kb_state_db(st);
-	sqlite3_stmt *stmt = NULL;
 	struct strbuf key = STRBUF_INIT;
-	int64_t now = kb_wall_s();
-	bool fresh = false;
-	int rc = -1;
+	int rc;
 
 	/* a comment is one command however often it arrives: webhook, poll, both */
 	if (payload) {
 		cJSON *p = cJSON_Parse(payload);
 		const cJSON *id = cJSON_GetObjectItemCaseSensitive(p, "comment_id");
-		const char *repo = jstr(p, "repo");
+		const char *repo = kb_json_str(p, "repo");
 
 		if (cJSON_IsNumber(id) && repo)
 			kb_webhook_comment_key(&key, repo, (int64_t)id->valuedouble);
 		cJSON_Delete(p);
 	}
-	if (kb_state_begin(st)) {
-		strbuf_release(&key);
-		return -1;
-	}
-	if (record_key(db, delivery, event, now, &fresh))
-		goto fail;
-	if (fresh && key.len && strcmp(key.buf, delivery) &&
-	    record_key(db, key.buf, event, now, &fresh))
-		goto fail;
-	if (!fresh) {
-		kb_state_rollback(st);
-		strbuf_release(&key);
-		return KB_EEXISTS;
-	}
-	if (payload) {
-		if (sqlite3_prepare_v2(db, "INSERT INTO webhook_events (delivery_id, event, payload,"
-					   " received_at) VALUES (?, ?, json(?), ?)", -1, &stmt,
-				       NULL) != SQLITE_OK)
-			goto fail;
-		sqlite3_bind_text(stmt, 1, delivery, -1, SQLITE_STATIC);
-		sqlite3_bind_text(stmt, 2, event, -1, SQLITE_STATIC);
-		sqlite3_bind_text(stmt, 3, payload, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(stmt, 4, now);
-		if (sqlite3_step(stmt) != SQLITE_DONE)
-			goto fail;
-		sqlite3_finalize(stmt);
-		stmt = NULL;
-	}
-	strbuf_release(&key);
-	return kb_state_commit(st);
-fail:
-	rc = error("could not store webhook delivery '%s' in '%s': %s", delivery,
-		   kb_state_path(st), sqlite3_errmsg(db));
-	sqlite3_finalize(stmt);
-	kb_state_rollback(st);
+	rc = ddb_webhook_record(st, delivery, key.buf, event, payload);
 	strbuf_release(&key);
 	return rc;
-}
-
-int kb_webhook_next(struct kb_state *st, int64_t *id, struct strbuf *payload)
-{
-	sqlite3_stmt *stmt;
-	int rc;
-
-	if (sqlite3_prepare_v2(kb_state_db(st), "SELECT id, payload FROM webhook_events WHERE"
-			       " handled_at IS NULL ORDER BY id LIMIT 1", -1, &stmt, NULL) != SQLITE_OK)
-		return error("could not read webhook events from '%s'", kb_state_path(st));
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW:
-		*id = sqlite3_column_int64(stmt, 0);
-		strbuf_addstr(payload, (const char *)sqlite3_column_text(stmt, 1));
-		rc = 0;
-		break;
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		rc = error("could not read webhook events from '%s': %s", kb_state_path(st),
-			   sqlite3_errmsg(kb_state_db(st)));
-	}
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-int kb_webhook_done(struct kb_state *st, int64_t id)
-{
-	sqlite3_stmt *stmt;
-	int rc = 0;
-
-	if (kb_state_begin(st))
-		return -1;
-	if (sqlite3_prepare_v2(kb_state_db(st), "UPDATE webhook_events SET handled_at = ? WHERE id = ?",
-			       -1, &stmt, NULL) != SQLITE_OK) {
-		kb_state_rollback(st);
-		return error("could not update webhook events in '%s'", kb_state_path(st));
-	}
-	sqlite3_bind_int64(stmt, 1, kb_wall_s());
-	sqlite3_bind_int64(stmt, 2, id);
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		rc = error("could not update webhook events in '%s'", kb_state_path(st));
-	sqlite3_finalize(stmt);
-	if (rc) {
-		kb_state_rollback(st);
-		return rc;
-	}
-	return kb_state_commit(st);
 }
 
 /* --- the listener --- */

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -122,11 +123,10 @@ static void cache_name(struct strbuf *out, const char *url)
 {
 	struct strbuf clean = STRBUF_INIT, name = STRBUF_INIT;
 	const char *p;
-	uint32_t h = 2166136261u; /* FNV-1a */
+	uint32_t h;
 
 	kb_git_redact_url(&clean, url);
-	for (size_t i = 0; i < clean.len; i++)
-		h = (h ^ (unsigned char)clean.buf[i]) * 16777619u;
+	h = kb_fnv1a32(clean.buf, clean.len);
 	p = strstr(clean.buf, "://");
 	p = p ? p + 3 : clean.buf;
 	if (!strncmp(p, "***@", 4))

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -162,8 +163,7 @@ static int set_stage(struct kb_jobs *j, struct runner *r, const char *stage)
 	strbuf_addstr(&r->stage, stage);
 	if (kb_state_begin(j->st))
 		return -1;
-	if (jdb_run(j->st, NULL, "UPDATE jobs SET stage = ?, updated_at = ? WHERE id = ?", "tii",
-		    stage, kb_wall_s(), r->job.id)) {
+	if (jdb_job_set_stage(j->st, r->job.id, stage)) {
 		kb_state_rollback(j->st);
 		return -1;
 	}
@@ -173,27 +173,24 @@ static int set_stage(struct kb_jobs *j, struct runner *r, const char *stage)
 /* Two operators of one trigger with the same slug get a hash suffix each. */
 static int make_slug(struct kb_jobs *j, struct runner *r)
 {
-	sqlite3_stmt *stmt;
 	struct strbuf other = STRBUF_INIT;
+	struct jrow *rows;
+	size_t nr;
 	bool clash = false;
 
 	kb_jobs_operator_slug(&r->slug, r->job.operator_path);
-	if (sqlite3_prepare_v2(kb_state_db(j->st),
-			       "SELECT operator FROM jobs WHERE trigger_id = ? AND id != ?", -1,
-			       &stmt, NULL) != SQLITE_OK)
-		return error("could not query jobs in '%s'", kb_state_path(j->st));
-	sqlite3_bind_int64(stmt, 1, r->trig.id);
-	sqlite3_bind_int64(stmt, 2, r->job.id);
-	while (sqlite3_step(stmt) == SQLITE_ROW) {
-		const char *op = (const char *)sqlite3_column_text(stmt, 0);
+	if (jdb_trigger_rows(j->st, r->trig.id, &rows, &nr))
+		return -1;
+	for (size_t i = 0; i < nr; i++) {
+		const char *op = rows[i].operator_path;
 
-		if (!op || !strcmp(op, r->job.operator_path))
+		if (rows[i].id == r->job.id || !op || !strcmp(op, r->job.operator_path))
 			continue;
 		kb_jobs_operator_slug(&other, op);
 		if (!strcmp(other.buf, r->slug.buf))
 			clash = true;
 	}
-	sqlite3_finalize(stmt);
+	jrows_free(rows, nr);
 	strbuf_release(&other);
 	if (clash) {
 		char hash[65];
@@ -320,13 +317,6 @@ out:
 	return rc;
 }
 
-static double jnum(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
 /* Append a point to history.json (the chart of best speedup over time). */
 static void add_history(struct runner *r, double best)
 {
@@ -373,14 +363,12 @@ static bool read_progress(struct kb_jobs *j, struct runner *r)
 		goto out;
 	strbuf_reset(&r->progress);
 	strbuf_add(&r->progress, data.buf, data.len);
-	if (jnum(p, "best_speedup") > r->best) {
-		r->best = jnum(p, "best_speedup");
+	if (kb_json_num(p, "best_speedup", 0) > r->best) {
+		r->best = kb_json_num(p, "best_speedup", 0);
 		add_history(r, r->best);
 	}
 	if (!kb_state_begin(j->st)) {
-		if (jdb_run(j->st, NULL,
-			    "UPDATE jobs SET progress = json(?), best_speedup = ?, updated_at = ?"
-			    " WHERE id = ?", "tdii", r->progress.buf, r->best, kb_wall_s(), r->job.id))
+		if (jdb_job_set_progress(j->st, r->job.id, r->progress.buf, r->best))
 			kb_state_rollback(j->st);
 		else
 			kb_state_commit(j->st);
@@ -403,7 +391,7 @@ static double result_speedup(struct runner *r)
 	strbuf_addf(&path, "%s/kernel.json", r->out.buf);
 	if (!strbuf_read_file(&data, path.buf, 1 << 20) && (k = cJSON_Parse(data.buf))) {
 		for (size_t i = 0; i < ARRAY_SIZE(keys) && !(s > 0); i++)
-			s = jnum(k, keys[i]);
+			s = kb_json_num(k, keys[i], 0);
 	}
 	cJSON_Delete(k);
 	k = NULL;
@@ -412,8 +400,8 @@ static double result_speedup(struct runner *r)
 		strbuf_reset(&data);
 		strbuf_addf(&path, "%s/evidence.json", r->out.buf);
 		if (!strbuf_read_file(&data, path.buf, 16 << 20) && (k = cJSON_Parse(data.buf)))
-			s = jnum(cJSON_GetObjectItemCaseSensitive(k, "summary"),
-				 "geomean_speedup_eager");
+			s = kb_json_num(cJSON_GetObjectItemCaseSensitive(k, "summary"),
+				 "geomean_speedup_eager", 0);
 		cJSON_Delete(k);
 	}
 	strbuf_release(&path);
@@ -486,8 +474,7 @@ static void finish(struct kb_jobs *j, struct runner *r, enum kb_job_state final,
 	strbuf_add_json_escaped(&result, r->branch.buf);
 	strbuf_addstr(&result, "\"}");
 	if (!kb_state_begin(j->st)) {
-		if (jdb_run(j->st, NULL, "UPDATE jobs SET result = json(?), best_speedup = ? WHERE id = ?",
-			    "tdi", result.buf, r->best, r->job.id) ||
+		if (jdb_job_set_result(j->st, r->job.id, result.buf, r->best) ||
 		    kb_state_job_set_state(j->st, r->job.id, final, "finished", err ? r->error.buf : NULL))
 			kb_state_rollback(j->st);
 		else

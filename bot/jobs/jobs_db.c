@@ -2,7 +2,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "jobs/jobs_priv.h"
-#include "verifier/evidence.h"
+#include "core/hash.h"
 
 /*
  * The store queries of the job loop beyond core/state.h: triggers,
@@ -34,22 +34,26 @@ static int bind_args(struct kb_state *st, sqlite3_stmt *stmt, const char *types,
 		}
 		if (rc != SQLITE_OK)
 			return error("could not bind a value in '%s': %s", kb_state_path(st),
-				     sqlite3_errmsg(kb_state_db(st)));
+				     kb_state_errmsg(st));
 	}
 	return 0;
 }
 
 static int prep(struct kb_state *st, sqlite3_stmt **stmt, const char *sql)
 {
-	if (sqlite3_prepare_v2(kb_state_db(st), sql, -1, stmt, NULL) != SQLITE_OK) {
-		*stmt = NULL;
+	if (kb_state_prepare(st, stmt, sql)) {
 		return error("could not prepare a query in '%s': %s", kb_state_path(st),
-			     sqlite3_errmsg(kb_state_db(st)));
+			     kb_state_errmsg(st));
 	}
 	return 0;
 }
 
-int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *types, ...)
+/*
+ * Run one statement with bound arguments: types is one letter per "?"
+ * ('i' int64_t, 'd' double, 't' const char * (NULL binds NULL)).
+ * *changes (may be NULL) gets the rows changed. 0 or -1 (logged).
+ */
+static int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *types, ...)
 {
 	sqlite3_stmt *stmt;
 	va_list ap;
@@ -61,11 +65,11 @@ int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *type
 	if (bind_args(st, stmt, types, ap))
 		goto out;
 	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		error("could not update '%s': %s", kb_state_path(st), sqlite3_errmsg(kb_state_db(st)));
+		error("could not update '%s': %s", kb_state_path(st), kb_state_errmsg(st));
 		goto out;
 	}
 	if (changes)
-		*changes = sqlite3_changes(kb_state_db(st));
+		*changes = kb_state_changes(st);
 	rc = 0;
 out:
 	va_end(ap);
@@ -73,7 +77,8 @@ out:
 	return rc;
 }
 
-int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *types, ...)
+/* One int64 from a one-row query; KB_ENOTFOUND (quiet) when no row. */
+static int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *types, ...)
 {
 	sqlite3_stmt *stmt;
 	va_list ap;
@@ -84,16 +89,10 @@ int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *type
 	va_start(ap, types);
 	if (bind_args(st, stmt, types, ap))
 		goto out;
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW:
+	rc = kb_state_step_one(st, stmt, "query");
+	if (rc == 1) {
 		*out = sqlite3_column_int64(stmt, 0);
 		rc = 0;
-		break;
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		error("could not query '%s': %s", kb_state_path(st), sqlite3_errmsg(kb_state_db(st)));
 	}
 out:
 	va_end(ap);
@@ -166,7 +165,7 @@ static int trigger_query(struct kb_state *st, struct jtrigger *out, const char *
 		break;
 	default:
 		error("could not read a trigger from '%s': %s", kb_state_path(st),
-		      sqlite3_errmsg(kb_state_db(st)));
+		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -210,7 +209,7 @@ int jdb_object_get(struct kb_state *st, struct jobject *out, int64_t repo_id,
 		break;
 	default:
 		error("could not read forge objects from '%s': %s", kb_state_path(st),
-		      sqlite3_errmsg(kb_state_db(st)));
+		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -258,10 +257,215 @@ int jdb_extra_get(struct kb_state *st, struct jextra *out, int64_t job_id)
 		break;
 	default:
 		error("could not read job %lld from '%s': %s", (long long)job_id, kb_state_path(st),
-		      sqlite3_errmsg(kb_state_db(st)));
+		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
+}
+
+/* --- repositories and triggers --- */
+
+int jdb_repo_id(struct kb_state *st, int64_t *id, const char *forge, const char *repo)
+{
+	return jdb_int(st, id, "SELECT id FROM repositories WHERE forge = ? AND full_name = ?",
+		       "tt", forge, repo);
+}
+
+int jdb_trigger_job_ids(struct kb_state *st, int64_t tid, bool queued_too, int64_t **ids,
+			size_t *nr)
+{
+	sqlite3_stmt *stmt = NULL;
+	size_t alloc = 0;
+
+	*ids = NULL;
+	*nr = 0;
+	if (kb_state_prepare(st, &stmt, queued_too
+			     ? "SELECT id FROM jobs WHERE trigger_id = ? AND state IN ('queued', 'running')"
+			       " ORDER BY id"
+			     : "SELECT id FROM jobs WHERE trigger_id = ? AND state IN ('running')"
+			       " ORDER BY id"))
+		return error("could not query jobs in '%s'", kb_state_path(st));
+	sqlite3_bind_int64(stmt, 1, tid);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			*ids = xrealloc(*ids, alloc * sizeof(**ids));
+		}
+		(*ids)[(*nr)++] = sqlite3_column_int64(stmt, 0);
+	}
+	sqlite3_finalize(stmt);
+	return 0;
+}
+
+bool jdb_trigger_cancelled_since(struct kb_state *st, int64_t repo_id, int64_t pr, int64_t since)
+{
+	sqlite3_stmt *stmt = NULL;
+	bool stopped = false;
+
+	if (kb_state_prepare(st, &stmt, "SELECT state, updated_at FROM triggers WHERE"
+			     " repository_id = ? AND pr_number = ? ORDER BY id DESC LIMIT 1"))
+		return false;
+	sqlite3_bind_int64(stmt, 1, repo_id);
+	sqlite3_bind_int64(stmt, 2, pr);
+	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) &&
+	    !strcmp((const char *)sqlite3_column_text(stmt, 0), "cancelled") &&
+	    sqlite3_column_int64(stmt, 1) >= since)
+		stopped = true;
+	sqlite3_finalize(stmt);
+	return stopped;
+}
+
+int jdb_trigger_replace(struct kb_state *st, int64_t tid)
+{
+	if (jdb_run(st, NULL, "UPDATE triggers SET state = 'replaced', updated_at = ? WHERE id = ?",
+		    "ii", kb_wall_s(), tid) ||
+	    jdb_run(st, NULL, "UPDATE jobs SET state = 'cancelled', finished_at = ?, updated_at = ?"
+			      " WHERE trigger_id = ? AND state IN ('queued', 'running')",
+		    "iii", kb_wall_s(), kb_wall_s(), tid))
+		return -1;
+	return 0;
+}
+
+int jdb_trigger_add(struct kb_state *st, int64_t *tid, int64_t repo_id, int64_t pr,
+		    const char *head_sha, const char *actor, const char *source)
+{
+	if (jdb_run(st, NULL, "INSERT INTO triggers (repository_id, pr_number, head_sha, actor,"
+			      " source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		    "iitttii", repo_id, pr, head_sha, actor, source, kb_wall_s(), kb_wall_s()))
+		return -1;
+	*tid = kb_state_last_insert_rowid(st);
+	return 0;
+}
+
+int jdb_trigger_cancel(struct kb_state *st, int64_t tid, int *changes)
+{
+	if (jdb_run(st, NULL, "UPDATE triggers SET state = 'cancelled', updated_at = ? WHERE id = ?",
+		    "ii", kb_wall_s(), tid) ||
+	    jdb_run(st, changes, "UPDATE jobs SET state = 'cancelled', finished_at = ?,"
+				 " updated_at = ? WHERE trigger_id = ? AND state = 'queued'",
+		    "iii", kb_wall_s(), kb_wall_s(), tid))
+		return -1;
+	return 0;
+}
+
+int jdb_trigger_pending(struct kb_state *st, int64_t tid, int64_t *n)
+{
+	return jdb_int(st, n, "SELECT count(*) FROM jobs WHERE trigger_id = ? AND state IN "
+			      "('queued', 'running')", "i", tid);
+}
+
+int jdb_trigger_counts(struct kb_state *st, int64_t tid, int64_t job_id, enum kb_job_state as,
+		       int64_t *pending, int64_t *failed, int64_t *done)
+{
+	static const char *const count_sql =
+		"SELECT count(*) FROM jobs WHERE trigger_id = ? AND "
+		"(CASE WHEN id = ? THEN ? ELSE state END) IN (?, ?)";
+	const char *as_name = kb_job_state_name(as);
+
+	if (jdb_int(st, pending, count_sql, "iittt", tid, job_id, as_name, "queued", "running") ||
+	    jdb_int(st, failed, count_sql, "iittt", tid, job_id, as_name, "failed", "failed") ||
+	    jdb_int(st, done, count_sql, "iittt", tid, job_id, as_name, "done", "done"))
+		return -1;
+	return 0;
+}
+
+void jrows_free(struct jrow *rows, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		free(rows[i].operator_path);
+		free(rows[i].state);
+		free(rows[i].stage);
+		free(rows[i].progress);
+		free(rows[i].error);
+		free(rows[i].result);
+		free(rows[i].head_sha);
+	}
+	free(rows);
+}
+
+int jdb_trigger_rows(struct kb_state *st, int64_t tid, struct jrow **rows, size_t *nr)
+{
+	sqlite3_stmt *stmt = NULL;
+	size_t alloc = 0;
+
+	*rows = NULL;
+	*nr = 0;
+	if (kb_state_prepare(st, &stmt,
+			     "SELECT id, operator, state, stage, progress, best_speedup, error, result,"
+			     " started_at, finished_at, head_sha FROM jobs WHERE trigger_id = ?"
+			     " ORDER BY id"))
+		return error("could not query jobs in '%s'", kb_state_path(st));
+	sqlite3_bind_int64(stmt, 1, tid);
+	while (sqlite3_step(stmt) == SQLITE_ROW) {
+		struct jrow *row;
+
+		if (*nr == alloc) {
+			alloc = alloc ? 2 * alloc : 8;
+			*rows = xrealloc(*rows, alloc * sizeof(**rows));
+		}
+		row = &(*rows)[(*nr)++];
+		row->id = sqlite3_column_int64(stmt, 0);
+		row->operator_path = col_dup(stmt, 1);
+		row->state = col_dup(stmt, 2);
+		row->stage = col_dup(stmt, 3);
+		row->progress = col_dup(stmt, 4);
+		row->best_speedup = sqlite3_column_double(stmt, 5);
+		row->error = col_dup(stmt, 6);
+		row->result = col_dup(stmt, 7);
+		row->started_at = sqlite3_column_int64(stmt, 8);
+		row->finished_at = sqlite3_column_int64(stmt, 9);
+		row->head_sha = col_dup(stmt, 10);
+	}
+	sqlite3_finalize(stmt);
+	return 0;
+}
+
+/* --- jobs (the columns of migration 2) --- */
+
+int jdb_job_requeue(struct kb_state *st, int64_t job_id)
+{
+	return jdb_run(st, NULL,
+		       "UPDATE jobs SET state = 'queued', stage = NULL, error = NULL,"
+		       " finished_at = NULL, progress = NULL, best_speedup = NULL,"
+		       " reviewed_speedup = NULL, result = NULL, updated_at = ?"
+		       " WHERE id = ?", "ii", kb_wall_s(), job_id);
+}
+
+int jdb_job_set_trigger(struct kb_state *st, int64_t job_id, int64_t tid)
+{
+	return jdb_run(st, NULL, "UPDATE jobs SET trigger_id = ? WHERE id = ?", "ii", tid, job_id);
+}
+
+int jdb_job_set_stage(struct kb_state *st, int64_t job_id, const char *stage)
+{
+	return jdb_run(st, NULL, "UPDATE jobs SET stage = ?, updated_at = ? WHERE id = ?", "tii",
+		       stage, kb_wall_s(), job_id);
+}
+
+int jdb_job_set_progress(struct kb_state *st, int64_t job_id, const char *progress, double best)
+{
+	return jdb_run(st, NULL,
+		       "UPDATE jobs SET progress = json(?), best_speedup = ?, updated_at = ?"
+		       " WHERE id = ?", "tdii", progress, best, kb_wall_s(), job_id);
+}
+
+int jdb_job_set_result(struct kb_state *st, int64_t job_id, const char *result, double best)
+{
+	return jdb_run(st, NULL, "UPDATE jobs SET result = json(?), best_speedup = ? WHERE id = ?",
+		       "tdi", result, best, job_id);
+}
+
+int jdb_job_reviewed(struct kb_state *st, int64_t job_id, int64_t repo_id, const char *marker,
+		     double best, int *changes)
+{
+	if (jdb_run(st, changes,
+		    "INSERT OR IGNORE INTO forge_objects (job_id, repository_id, kind, marker,"
+		    " created_at, updated_at) VALUES (?, ?, 'review_comment', ?, ?, ?)",
+		    "iitii", job_id, repo_id, marker, kb_wall_s(), kb_wall_s()) ||
+	    jdb_run(st, NULL, "UPDATE jobs SET reviewed_speedup = ? WHERE id = ?", "di", best,
+		    job_id))
+		return -1;
+	return 0;
 }
 
 void jhash(char out[65], const char *s)

@@ -43,15 +43,6 @@ struct jextra {
 };
 void jextra_release(struct jextra *x);
 
-/*
- * Run one statement with bound arguments: types is one letter per "?"
- * ('i' int64_t, 'd' double, 't' const char * (NULL binds NULL)).
- * *changes (may be NULL) gets sqlite3_changes. 0 or -1 (logged).
- */
-int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *types, ...);
-/* One int64 from a one-row query; KB_ENOTFOUND (quiet) when no row. */
-int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *types, ...);
-
 int jdb_trigger_get(struct kb_state *st, struct jtrigger *out, int64_t id);
 /* The active trigger of a pull request; KB_ENOTFOUND (quiet) when none. */
 int jdb_trigger_active(struct kb_state *st, struct jtrigger *out, int64_t repo_id, int64_t pr);
@@ -65,6 +56,77 @@ int jdb_object_put(struct kb_state *st, int64_t repo_id, int64_t job_id, const c
 		   const char *body_hash);
 
 int jdb_extra_get(struct kb_state *st, struct jextra *out, int64_t job_id);
+
+/*
+ * Every SQL statement of bot/jobs/ lives in jobs_db.c behind the calls
+ * below. Each is one statement (or two that belong together) and joins a
+ * transaction the caller holds (kb_state_begin); 0 or -1 (logged) unless
+ * said otherwise.
+ */
+
+/* Id of repository repo on forge; KB_ENOTFOUND (quiet) when it is not stored. */
+int jdb_repo_id(struct kb_state *st, int64_t *id, const char *forge, const char *repo);
+
+/*
+ * Ids of the running jobs of trigger tid (queued_too: queued and running),
+ * oldest first, into *ids (free it) and *nr.
+ */
+int jdb_trigger_job_ids(struct kb_state *st, int64_t tid, bool queued_too, int64_t **ids,
+			size_t *nr);
+/*
+ * True when the pull request's latest trigger is cancelled and was
+ * updated at or after since; false otherwise and on an error (quiet).
+ */
+bool jdb_trigger_cancelled_since(struct kb_state *st, int64_t repo_id, int64_t pr, int64_t since);
+/* Mark trigger tid replaced and cancel its queued and running jobs. */
+int jdb_trigger_replace(struct kb_state *st, int64_t tid);
+/* Insert an active trigger; *tid gets its id. */
+int jdb_trigger_add(struct kb_state *st, int64_t *tid, int64_t repo_id, int64_t pr,
+		    const char *head_sha, const char *actor, const char *source);
+/* Mark trigger tid cancelled and cancel its queued jobs; *changes (may be NULL) gets how many. */
+int jdb_trigger_cancel(struct kb_state *st, int64_t tid, int *changes);
+/* *n: the queued and running jobs of trigger tid. */
+int jdb_trigger_pending(struct kb_state *st, int64_t tid, int64_t *n);
+/*
+ * The jobs of trigger tid that are queued or running (*pending), failed
+ * and done, counting job job_id (0: none) as being in state as.
+ */
+int jdb_trigger_counts(struct kb_state *st, int64_t tid, int64_t job_id, enum kb_job_state as,
+		       int64_t *pending, int64_t *failed, int64_t *done);
+
+/* One job of a trigger as the progress comment and the outcome read it. Strings owned, NULL: NULL. */
+struct jrow {
+	int64_t id;
+	char *operator_path;
+	char *state;
+	char *stage;
+	char *progress;       /* JSON */
+	double best_speedup;  /* 0: NULL */
+	char *error;
+	char *result;         /* JSON */
+	int64_t started_at, finished_at; /* 0: NULL */
+	char *head_sha;
+};
+/* The jobs of trigger tid, oldest first, into *rows (jrows_free) and *nr. */
+int jdb_trigger_rows(struct kb_state *st, int64_t tid, struct jrow **rows, size_t *nr);
+void jrows_free(struct jrow *rows, size_t nr);
+
+/* A job again queued on the same head: state, stage, error, progress, speedups and result reset. */
+int jdb_job_requeue(struct kb_state *st, int64_t job_id);
+int jdb_job_set_trigger(struct kb_state *st, int64_t job_id, int64_t tid);
+/* jobs.stage and updated_at; not kb_state_job_set_state, which restarts started_at. */
+int jdb_job_set_stage(struct kb_state *st, int64_t job_id, const char *stage);
+/* The child's progress JSON and the best speedup so far. */
+int jdb_job_set_progress(struct kb_state *st, int64_t job_id, const char *progress, double best);
+/* The job's result JSON and its best speedup. */
+int jdb_job_set_result(struct kb_state *st, int64_t job_id, const char *result, double best);
+/*
+ * Record the review comment of job_id at marker (forge_objects, once per
+ * marker) and its reviewed_speedup; *changes is 0 when the marker was
+ * already there.
+ */
+int jdb_job_reviewed(struct kb_state *st, int64_t job_id, int64_t repo_id, const char *marker,
+		     double best, int *changes);
 
 /* sha256 hex of a string (a body hash). */
 void jhash(char out[65], const char *s);

@@ -145,19 +145,11 @@ int jpub_labels(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr
 {
 	static const char *const names[] = { "kernelbot:running", "kernelbot:done",
 					     "kernelbot:failed" };
-	static const char *const count_sql =
-		"SELECT count(*) FROM jobs WHERE trigger_id = ? AND "
-		"(CASE WHEN id = ? THEN ? ELSE state END) IN (?, ?)";
-	const char *as_name = kb_job_state_name(as);
 	struct kb_forge_pr cur = KB_FORGE_PR_INIT;
 	int64_t pending = 0, failed = 0, done = 0;
 	int want = -1, rc;
 
-	if (jdb_int(j->st, &pending, count_sql, "iittt", trigger_id, job_id, as_name, "queued",
-		    "running") ||
-	    jdb_int(j->st, &failed, count_sql, "iittt", trigger_id, job_id, as_name, "failed",
-		    "failed") ||
-	    jdb_int(j->st, &done, count_sql, "iittt", trigger_id, job_id, as_name, "done", "done"))
+	if (jdb_trigger_counts(j->st, trigger_id, job_id, as, &pending, &failed, &done))
 		return -1;
 	if (pending)
 		want = 0;
@@ -269,12 +261,7 @@ int jpub_review(struct kb_jobs *j, struct runner *r, double best)
 	/* recorded first: at most one review per level, even across a crash */
 	if (kb_state_begin(j->st))
 		goto fail;
-	if (jdb_run(j->st, &changes,
-		    "INSERT OR IGNORE INTO forge_objects (job_id, repository_id, kind, marker,"
-		    " created_at, updated_at) VALUES (?, ?, 'review_comment', ?, ?, ?)",
-		    "iitii", r->job.id, r->job.repository_id, marker.buf, kb_wall_s(), kb_wall_s()) ||
-	    jdb_run(j->st, NULL, "UPDATE jobs SET reviewed_speedup = ? WHERE id = ?", "di", best,
-		    r->job.id)) {
+	if (jdb_job_reviewed(j->st, r->job.id, r->job.repository_id, marker.buf, best, &changes)) {
 		kb_state_rollback(j->st);
 		goto fail;
 	}

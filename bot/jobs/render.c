@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -21,20 +22,6 @@
 
 #define MAX_JSON_FILE (16 * 1024 * 1024)
 
-static double jnum(const cJSON *o, const char *key, double def)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : def;
-}
-
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 cJSON *jread_json(const char *dir, const char *name)
 {
 	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
@@ -56,7 +43,7 @@ void jrender_progress_marker(struct strbuf *out, int64_t pr)
 /* The report's stage of a job from its state, stage and the child's progress. */
 static enum kb_stage stage_of(enum kb_job_state state, const char *stage, const cJSON *progress)
 {
-	const char *ps = jstr(progress, "stage");
+	const char *ps = kb_json_str(progress, "stage");
 
 	switch (state) {
 	case KB_JOB_QUEUED:
@@ -113,12 +100,12 @@ static void read_search_status(struct kb_jobs *j, struct prow *row)
 		row->grid.cell[cell / 16][(cell / 4) % 4][cell % 4] = 1;
 		row->has_grid = true;
 	}
-	if (jnum(sj, "candidates", 0) > (double)row->pj.candidates)
-		row->pj.candidates = kb_i64_from_double(jnum(sj, "candidates", 0));
+	if (kb_json_num(sj, "candidates", 0) > (double)row->pj.candidates)
+		row->pj.candidates = kb_i64_from_double(kb_json_num(sj, "candidates", 0));
 	if (row->pj.best_speedup <= 0) {
 		const cJSON *best = cJSON_GetObjectItemCaseSensitive(sj, "best");
 
-		row->pj.best_speedup = jnum(best, "speedup", 0);
+		row->pj.best_speedup = kb_json_num(best, "speedup", 0);
 	}
 	cJSON_Delete(sj);
 }
@@ -133,16 +120,16 @@ static void fill_row(struct prow *row, enum kb_job_state state, int64_t started,
 	pj->operator_path = row->op;
 	pj->stage = stage_of(state, row->stage, row->progress);
 	if (pj->stage == KB_STAGE_TUNING) {
-		pj->tune_done = kb_int_from_double(jnum(row->progress, "done", 0));
-		pj->tune_total = kb_int_from_double(jnum(row->progress, "total", 0));
+		pj->tune_done = kb_int_from_double(kb_json_num(row->progress, "done", 0));
+		pj->tune_total = kb_int_from_double(kb_json_num(row->progress, "total", 0));
 	}
-	pj->best_speedup = best > 0 ? best : jnum(row->progress, "best_speedup", 0);
-	pj->candidates = kb_i64_from_double(jnum(row->progress, "candidates", 0));
+	pj->best_speedup = best > 0 ? best : kb_json_num(row->progress, "best_speedup", 0);
+	pj->candidates = kb_i64_from_double(kb_json_num(row->progress, "candidates", 0));
 	if (started)
 		pj->elapsed_s = (double)((finished && state != KB_JOB_RUNNING ? finished : now) - started);
 	if (cJSON_IsString(u) && *u->valuestring) {
 		pj->bot_pr_url = u->valuestring;
-		pj->bot_pr_number = kb_i64_from_double(jnum(row->result, "pr_number", 0));
+		pj->bot_pr_number = kb_i64_from_double(kb_json_num(row->result, "pr_number", 0));
 	}
 	if (state == KB_JOB_FAILED)
 		pj->error = row->err;
@@ -156,23 +143,18 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 	struct kb_progress_job *pjs = NULL;
 	struct kb_progress p;
 	struct kb_marker m;
-	sqlite3_stmt *stmt = NULL;
-	size_t nr = 0, alloc = 0;
+	struct jrow *jrows = NULL;
+	size_t nr = 0, alloc = 0, nr_jrows = 0;
 	int rc = -1;
 
-	if (sqlite3_prepare_v2(kb_state_db(j->st),
-			       "SELECT id, operator, state, stage, progress, best_speedup, error, result,"
-			       " started_at, finished_at FROM jobs WHERE trigger_id = ? ORDER BY id",
-			       -1, &stmt, NULL) != SQLITE_OK) {
-		error("could not query jobs in '%s'", kb_state_path(j->st));
+	if (jdb_trigger_rows(j->st, t->id, &jrows, &nr_jrows))
 		goto out;
-	}
-	sqlite3_bind_int64(stmt, 1, t->id);
-	while (sqlite3_step(stmt) == SQLITE_ROW) {
+	for (size_t k = 0; k < nr_jrows; k++) {
+		const struct jrow *jr = &jrows[k];
 		struct prow *row;
 		enum kb_job_state state = KB_JOB_QUEUED;
 		const char *s;
-		int64_t id = sqlite3_column_int64(stmt, 0);
+		int64_t id = jr->id;
 
 		if (nr == alloc) {
 			alloc = alloc ? 2 * alloc : 8;
@@ -181,10 +163,10 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 		row = &rows[nr++];
 		memset(row, 0, sizeof(*row));
 		row->pj.job_id = id;
-		s = (const char *)sqlite3_column_text(stmt, 1);
+		s = jr->operator_path;
 		row->op = xstrdup(s ? s : "?");
-		kb_job_state_parse((const char *)sqlite3_column_text(stmt, 2), &state);
-		s = (const char *)sqlite3_column_text(stmt, 3);
+		kb_job_state_parse(jr->state, &state);
+		s = jr->stage;
 		row->stage = s ? xstrdup(s) : NULL;
 		if (self && self->job.id == id) {
 			/* the runner's own view is newer than its row */
@@ -198,18 +180,17 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 				cJSON_AddStringToObject(row->result, "pr_url", self->pr_url.buf);
 				cJSON_AddNumberToObject(row->result, "pr_number", (double)self->pr_number);
 			}
-			fill_row(row, state, sqlite3_column_int64(stmt, 8), kb_wall_s(), self->best);
+			fill_row(row, state, jr->started_at, kb_wall_s(), self->best);
 			read_search_status(j, row);
 			continue;
 		}
-		s = (const char *)sqlite3_column_text(stmt, 4);
+		s = jr->progress;
 		row->progress = s ? cJSON_Parse(s) : NULL;
-		s = (const char *)sqlite3_column_text(stmt, 6);
+		s = jr->error;
 		row->err = s ? xstrdup(s) : NULL;
-		s = (const char *)sqlite3_column_text(stmt, 7);
+		s = jr->result;
 		row->result = s ? cJSON_Parse(s) : NULL;
-		fill_row(row, state, sqlite3_column_int64(stmt, 8), sqlite3_column_int64(stmt, 9),
-			 sqlite3_column_double(stmt, 5));
+		fill_row(row, state, jr->started_at, jr->finished_at, jr->best_speedup);
 		read_search_status(j, row);
 	}
 	if (!nr) {
@@ -256,7 +237,7 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 	}
 	rc = 0;
 out:
-	sqlite3_finalize(stmt);
+	jrows_free(jrows, nr_jrows);
 	for (size_t i = 0; i < nr; i++) {
 		cJSON_Delete(rows[i].progress);
 		cJSON_Delete(rows[i].result);
@@ -279,8 +260,8 @@ static struct kb_speedup_point *read_history(struct runner *r, size_t *nr)
 
 	cJSON_ArrayForEach(e, h) {
 		pts = xrealloc(pts, (n + 1) * sizeof(*pts));
-		pts[n].t = kb_i64_from_double(jnum(e, "t", 0));
-		pts[n].speedup = jnum(e, "speedup", 0);
+		pts[n].t = kb_i64_from_double(kb_json_num(e, "t", 0));
+		pts[n].speedup = kb_json_num(e, "speedup", 0);
 		n++;
 	}
 	cJSON_Delete(h);
@@ -298,7 +279,7 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT, proposer = STRBUF_INIT;
 	struct kb_pr_report rep;
 	struct kb_speedup_point *hist;
-	const char *src = jstr(kj, "source");
+	const char *src = kb_json_str(kj, "source");
 	size_t nh = 0;
 	int rc = -1;
 
@@ -316,17 +297,17 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rep.job.pr_number = r->job.pr_number;
 	rep.job.head_sha = r->job.head_sha;
 	rep.job.operator_path = r->job.operator_path;
-	rep.job.backend = jstr(kj, "backend");
+	rep.job.backend = kb_json_str(kj, "backend");
 	rep.job.state = "done";
 	rep.evidence = ev;
 	if (cJSON_IsObject(search)) {
 		const cJSON *llm = cJSON_GetObjectItemCaseSensitive(search, "llm"), *m;
 
-		rep.search.candidates = kb_i64_from_double(jnum(search, "candidates", 0));
-		rep.search.verified = kb_i64_from_double(jnum(search, "verified", 0));
-		rep.search.generations = kb_i64_from_double(jnum(search, "generations", 0));
-		rep.search.wall_s = jnum(search, "wall_s", 0);
-		rep.search.llm_cost_usd = jnum(llm, "cost_usd", 0);
+		rep.search.candidates = kb_i64_from_double(kb_json_num(search, "candidates", 0));
+		rep.search.verified = kb_i64_from_double(kb_json_num(search, "verified", 0));
+		rep.search.generations = kb_i64_from_double(kb_json_num(search, "generations", 0));
+		rep.search.wall_s = kb_json_num(search, "wall_s", 0);
+		rep.search.llm_cost_usd = kb_json_num(llm, "cost_usd", 0);
 		strbuf_addstr(&proposer, "LLM search");
 		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(search, "models"))
 			if (cJSON_IsString(m))
@@ -338,11 +319,11 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "cut_short")))
 			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
 	} else {
-		rep.search.candidates = kb_i64_from_double(jnum(tuning, "points_tried", 0));
-		rep.search.verified = kb_i64_from_double(jnum(tuning, "verified", 0));
-		rep.search.generations = kb_i64_from_double(jnum(tuning, "points_tried", 0));
+		rep.search.candidates = kb_i64_from_double(kb_json_num(tuning, "points_tried", 0));
+		rep.search.verified = kb_i64_from_double(kb_json_num(tuning, "verified", 0));
+		rep.search.generations = kb_i64_from_double(kb_json_num(tuning, "points_tried", 0));
 		rep.search.generations_label = "template points";
-		rep.search.wall_s = jnum(tuning, "seconds", 0);
+		rep.search.wall_s = kb_json_num(tuning, "seconds", 0);
 		rep.search.proposer = "built-in templates";
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tuning, "cut_short")))
 			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
@@ -395,11 +376,11 @@ static void self_job(struct runner *r, struct kb_progress_job *pj, cJSON **progr
 	pj->operator_path = r->job.operator_path;
 	pj->stage = stage_of(r->job.state, r->stage.buf, *progress);
 	if (pj->stage == KB_STAGE_TUNING) {
-		pj->tune_done = kb_int_from_double(jnum(*progress, "done", 0));
-		pj->tune_total = kb_int_from_double(jnum(*progress, "total", 0));
+		pj->tune_done = kb_int_from_double(kb_json_num(*progress, "done", 0));
+		pj->tune_total = kb_int_from_double(kb_json_num(*progress, "total", 0));
 	}
 	pj->best_speedup = r->best;
-	pj->candidates = kb_i64_from_double(jnum(*progress, "candidates", 0));
+	pj->candidates = kb_i64_from_double(kb_json_num(*progress, "candidates", 0));
 	pj->elapsed_s = r->job.started_at ? (double)(kb_wall_s() - r->job.started_at) : 0;
 	pj->bot_pr_url = r->pr_url.len ? r->pr_url.buf : NULL;
 	pj->bot_pr_number = r->pr_number;

@@ -20,8 +20,7 @@ static int repo_id_of(struct kb_jobs *j, const char *repo, int64_t *id, bool cre
 {
 	if (create)
 		return kb_state_repo_upsert(j->st, id, j->forge->name, repo);
-	return jdb_int(j->st, id, "SELECT id FROM repositories WHERE forge = ? AND full_name = ?",
-		       "tt", j->forge->name, repo);
+	return jdb_repo_id(j->st, id, j->forge->name, repo);
 }
 
 /* The progress comment says why nothing runs. */
@@ -58,44 +57,13 @@ static void say_no_operator(struct kb_jobs *j, int64_t repo_id, const char *repo
 	strbuf_release(&body);
 }
 
-/* Ids of the jobs of trigger tid in the given states ("'queued', 'running'"). */
-static int trigger_jobs(struct kb_jobs *j, int64_t tid, const char *states, int64_t **ids,
-			size_t *nr)
-{
-	struct strbuf sql = STRBUF_INIT;
-	sqlite3_stmt *stmt = NULL;
-	size_t alloc = 0;
-	int rc = 0;
-
-	*ids = NULL;
-	*nr = 0;
-	strbuf_addf(&sql, "SELECT id FROM jobs WHERE trigger_id = ? AND state IN (%s) ORDER BY id",
-		    states);
-	if (sqlite3_prepare_v2(kb_state_db(j->st), sql.buf, -1, &stmt, NULL) != SQLITE_OK) {
-		rc = error("could not query jobs in '%s'", kb_state_path(j->st));
-		goto out;
-	}
-	sqlite3_bind_int64(stmt, 1, tid);
-	while (sqlite3_step(stmt) == SQLITE_ROW) {
-		if (*nr == alloc) {
-			alloc = alloc ? 2 * alloc : 8;
-			*ids = xrealloc(*ids, alloc * sizeof(**ids));
-		}
-		(*ids)[(*nr)++] = sqlite3_column_int64(stmt, 0);
-	}
-out:
-	sqlite3_finalize(stmt);
-	strbuf_release(&sql);
-	return rc;
-}
-
 /* Stop this process's runners of trigger tid (before the store changes under them). */
 static void stop_runners(struct kb_jobs *j, int64_t tid, const char *actor)
 {
 	int64_t *ids;
 	size_t nr;
 
-	if (trigger_jobs(j, tid, "'running'", &ids, &nr))
+	if (jdb_trigger_job_ids(j->st, tid, false, &ids, &nr))
 		return;
 	for (size_t i = 0; i < nr; i++)
 		if (jobs_runs(j, ids[i]))
@@ -122,23 +90,138 @@ static void forget_result(struct kb_jobs *j, int64_t job_id)
  */
 static bool stopped_since(struct kb_jobs *j, int64_t repo_id, int64_t pr, int64_t labelled_at)
 {
-	sqlite3_stmt *stmt = NULL;
-	bool stopped = false;
-
 	if (labelled_at <= 0)
 		return false;
-	if (sqlite3_prepare_v2(kb_state_db(j->st), "SELECT state, updated_at FROM triggers WHERE"
-			       " repository_id = ? AND pr_number = ? ORDER BY id DESC LIMIT 1", -1,
-			       &stmt, NULL) != SQLITE_OK)
-		return false;
-	sqlite3_bind_int64(stmt, 1, repo_id);
-	sqlite3_bind_int64(stmt, 2, pr);
-	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) &&
-	    !strcmp((const char *)sqlite3_column_text(stmt, 0), "cancelled") &&
-	    sqlite3_column_int64(stmt, 1) >= labelled_at)
-		stopped = true;
-	sqlite3_finalize(stmt);
-	return stopped;
+	return jdb_trigger_cancelled_since(j->st, repo_id, pr, labelled_at);
+}
+
+/*
+ * Who asked (req->actor, else who added the label), and may they? 1 when
+ * the request goes on, with *actor set; 0 when it is ignored (logged); -1.
+ */
+static int check_actor(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t repo_id, char **actor)
+{
+	enum kb_forge_perm perm = KB_PERM_NONE;
+	int rc;
+
+	if (req->actor) {
+		*actor = xstrdup(req->actor);
+	} else {
+		int64_t labelled_at = 0;
+
+		rc = kb_forge_label_event(j->forge, actor, &labelled_at, req->repo, req->pr,
+					  j->cfg->bot_label);
+		if (rc == KB_ENOTFOUND) {
+			log_info("%s#%" PRId64 ": nobody added label '%s'; ignored", req->repo, req->pr,
+				 j->cfg->bot_label);
+			return 0;
+		}
+		if (rc)
+			return -1;
+		if (!req->rerun && stopped_since(j, repo_id, req->pr, labelled_at)) {
+			log_debug("%s#%" PRId64 ": stopped after it was labelled; waiting for a new "
+				  "label or '/kernelbot run'", req->repo, req->pr);
+			return 0;
+		}
+	}
+	if (kb_forge_permission(j->forge, &perm, req->repo, *actor))
+		return -1;
+	if (perm < KB_PERM_WRITE) {
+		log_info("%s#%" PRId64 ": '%s' has %s access, not write; ignored", req->repo, req->pr,
+			 *actor, kb_forge_perm_name(perm));
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * The head sha at labelling (req->head_sha, else the pull request's head)
+ * into *head, and the operators at that sha into ops (notes: why others
+ * are not). 1 when the request goes on; 0 when the pull request is not
+ * open (logged); -1.
+ */
+static int find_operators(struct kb_jobs *j, const struct kb_trigger_req *req, struct kb_forge_pr *pr,
+			  struct kb_git_repo **git, const char **head, struct strvec *ops,
+			  struct strbuf *notes)
+{
+	int rc;
+
+	if ((rc = kb_forge_get_pr(j->forge, pr, req->repo, req->pr))) {
+		if (rc == KB_ENOTFOUND)
+			error("no pull request %" PRId64 " in '%s'", req->pr, req->repo);
+		return -1;
+	}
+	if (pr->state && strcmp(pr->state, "open")) {
+		log_info("%s#%" PRId64 " is %s; ignored", req->repo, req->pr, pr->state);
+		return 0;
+	}
+	*head = req->head_sha && *req->head_sha ? req->head_sha : pr->head_sha;
+	if (!*head || !**head) {
+		error("pull request %" PRId64 " of '%s' has no head commit", req->pr, req->repo);
+		return -1;
+	}
+	if (jgit_open(j, git, req->repo))
+		return -1;
+	if ((rc = kb_git_fetch_pr(*git, (int)req->pr, *head))) {
+		if (rc == KB_ENOTFOUND)
+			error("commit '%s' of pull request %" PRId64 " of '%s' is not in the repository",
+			      *head, req->pr, req->repo);
+		return -1;
+	}
+	if (jops_find(j, *git, req->repo, req->pr, *head, ops, notes))
+		return -1;
+	return 1;
+}
+
+/*
+ * One transaction: the trigger (replacing active_id when it is not 0) and
+ * a job per operator, requeued when the same sha and operator ran before.
+ * The number of jobs queued, with the trigger's id in *tid; -1.
+ */
+static int queue_jobs(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t repo_id,
+		      int64_t active_id, const char *head, const char *actor, const struct strvec *ops,
+		      int64_t *tid)
+{
+	int64_t *requeued = NULL;
+	size_t nr_requeued = 0;
+	int rc, queued = 0;
+
+	if (kb_state_begin(j->st))
+		return -1;
+	if (active_id && jdb_trigger_replace(j->st, active_id))
+		goto rollback;
+	if (jdb_trigger_add(j->st, tid, repo_id, req->pr, head, actor, req->source))
+		goto rollback;
+	for (size_t i = 0; i < ops->nr; i++) {
+		int64_t job_id;
+
+		rc = kb_state_job_add(j->st, &job_id, repo_id, req->pr, head, ops->v[i]);
+		if (rc == KB_EEXISTS) {
+			/* the same sha and operator again (re-run, or labelled again) */
+			if (jdb_job_requeue(j->st, job_id))
+				goto rollback;
+			requeued = xrealloc(requeued, (nr_requeued + 1) * sizeof(*requeued));
+			requeued[nr_requeued++] = job_id;
+		} else if (rc) {
+			goto rollback;
+		}
+		if (jdb_job_set_trigger(j->st, job_id, *tid))
+			goto rollback;
+		queued++;
+	}
+	if (kb_state_commit(j->st)) {
+		queued = -1;
+		goto out;
+	}
+	for (size_t i = 0; i < nr_requeued; i++)
+		forget_result(j, requeued[i]);
+	goto out;
+rollback:
+	kb_state_rollback(j->st);
+	queued = -1;
+out:
+	free(requeued);
+	return queued;
 }
 
 int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t *tid_out)
@@ -148,13 +231,11 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 	struct kb_git_repo *git = NULL;
 	struct strvec ops = STRVEC_INIT;
 	struct strbuf notes = STRBUF_INIT;
-	enum kb_forge_perm perm = KB_PERM_NONE;
 	char *actor = NULL;
-	const char *head;
-	int64_t repo_id, tid = 0, *requeued = NULL;
-	size_t nr_requeued = 0;
+	const char *head = NULL;
+	int64_t repo_id, tid = 0;
 	bool have_active;
-	int rc, queued = 0;
+	int rc, queued;
 
 	if (tid_out)
 		*tid_out = 0;
@@ -172,110 +253,18 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 		rc = 0;
 		goto out;
 	}
-
-	/* who asked, and may they? */
-	if (req->actor) {
-		actor = xstrdup(req->actor);
-	} else {
-		int64_t labelled_at = 0;
-
-		rc = kb_forge_label_event(j->forge, &actor, &labelled_at, req->repo, req->pr,
-					  j->cfg->bot_label);
-		if (rc == KB_ENOTFOUND) {
-			log_info("%s#%" PRId64 ": nobody added label '%s'; ignored", req->repo, req->pr,
-				 j->cfg->bot_label);
-			rc = 0;
-			goto out;
-		}
-		if (rc)
-			goto fail;
-		if (!req->rerun && stopped_since(j, repo_id, req->pr, labelled_at)) {
-			log_debug("%s#%" PRId64 ": stopped after it was labelled; waiting for a new "
-				  "label or '/kernelbot run'", req->repo, req->pr);
-			rc = 0;
-			goto out;
-		}
-	}
-	if (kb_forge_permission(j->forge, &perm, req->repo, actor))
-		goto fail;
-	if (perm < KB_PERM_WRITE) {
-		log_info("%s#%" PRId64 ": '%s' has %s access, not write; ignored", req->repo, req->pr,
-			 actor, kb_forge_perm_name(perm));
-		rc = 0;
+	rc = check_actor(j, req, repo_id, &actor);
+	if (rc <= 0)
 		goto out;
-	}
-
-	/* the head sha at labelling, and the operators at that sha */
-	if ((rc = kb_forge_get_pr(j->forge, &pr, req->repo, req->pr))) {
-		if (rc == KB_ENOTFOUND)
-			error("no pull request %" PRId64 " in '%s'", req->pr, req->repo);
-		goto fail;
-	}
-	if (pr.state && strcmp(pr.state, "open")) {
-		log_info("%s#%" PRId64 " is %s; ignored", req->repo, req->pr, pr.state);
-		rc = 0;
+	rc = find_operators(j, req, &pr, &git, &head, &ops, &notes);
+	if (rc <= 0)
 		goto out;
-	}
-	head = req->head_sha && *req->head_sha ? req->head_sha : pr.head_sha;
-	if (!head || !*head) {
-		error("pull request %" PRId64 " of '%s' has no head commit", req->pr, req->repo);
-		goto fail;
-	}
-	if (jgit_open(j, &git, req->repo))
-		goto fail;
-	if ((rc = kb_git_fetch_pr(git, (int)req->pr, head))) {
-		if (rc == KB_ENOTFOUND)
-			error("commit '%s' of pull request %" PRId64 " of '%s' is not in the repository",
-			      head, req->pr, req->repo);
-		goto fail;
-	}
-	if (jops_find(j, git, req->repo, req->pr, head, &ops, &notes))
-		goto fail;
 
 	if (have_active)
 		stop_runners(j, active.id, actor);
-
-	/* one transaction: the trigger and its jobs */
-	if (kb_state_begin(j->st))
-		goto fail;
-	if (have_active &&
-	    (jdb_run(j->st, NULL, "UPDATE triggers SET state = 'replaced', updated_at = ? WHERE id = ?",
-		     "ii", kb_wall_s(), active.id) ||
-	     jdb_run(j->st, NULL, "UPDATE jobs SET state = 'cancelled', finished_at = ?, updated_at = ?"
-				  " WHERE trigger_id = ? AND state IN ('queued', 'running')",
-		     "iii", kb_wall_s(), kb_wall_s(), active.id)))
-		goto rollback;
-	if (jdb_run(j->st, NULL, "INSERT INTO triggers (repository_id, pr_number, head_sha, actor,"
-				 " source, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		    "iitttii", repo_id, req->pr, head, actor, req->source, kb_wall_s(), kb_wall_s()))
-		goto rollback;
-	tid = sqlite3_last_insert_rowid(kb_state_db(j->st));
-	for (size_t i = 0; i < ops.nr; i++) {
-		int64_t job_id;
-
-		rc = kb_state_job_add(j->st, &job_id, repo_id, req->pr, head, ops.v[i]);
-		if (rc == KB_EEXISTS) {
-			/* the same sha and operator again (re-run, or labelled again) */
-			if (jdb_run(j->st, NULL,
-				    "UPDATE jobs SET state = 'queued', stage = NULL, error = NULL,"
-				    " finished_at = NULL, progress = NULL, best_speedup = NULL,"
-				    " reviewed_speedup = NULL, result = NULL, updated_at = ?"
-				    " WHERE id = ?", "ii", kb_wall_s(), job_id))
-				goto rollback;
-			requeued = xrealloc(requeued, (nr_requeued + 1) * sizeof(*requeued));
-			requeued[nr_requeued++] = job_id;
-		} else if (rc) {
-			goto rollback;
-		}
-		if (jdb_run(j->st, NULL, "UPDATE jobs SET trigger_id = ? WHERE id = ?", "ii", tid,
-			    job_id))
-			goto rollback;
-		queued++;
-	}
-	if (kb_state_commit(j->st))
-		goto fail;
-	for (size_t i = 0; i < nr_requeued; i++)
-		forget_result(j, requeued[i]);
+	rc = queued = queue_jobs(j, req, repo_id, have_active ? active.id : 0, head, actor, &ops, &tid);
+	if (queued < 0)
+		goto out;
 	log_info("%s#%" PRId64 ": labelled by '%s' at %.12s (%s): %d operator(s) queued", req->repo,
 		 req->pr, actor, head, req->source, queued);
 	if (tid_out)
@@ -284,14 +273,7 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 		say_no_operator(j, repo_id, req->repo, req->pr, head, notes.buf);
 	else if (jpub_labels(j, repo_id, req->repo, req->pr, tid, 0, KB_JOB_QUEUED))
 		log_warn("%s#%" PRId64 ": could not set labels", req->repo, req->pr);
-	rc = queued;
-	goto out;
-rollback:
-	kb_state_rollback(j->st);
-fail:
-	rc = -1;
 out:
-	free(requeued);
 	free(actor);
 	jtrigger_release(&active);
 	kb_forge_pr_release(&pr);
@@ -372,16 +354,12 @@ int kb_jobs_cancel(struct kb_jobs *j, const char *repo, int64_t pr, const char *
 		return 0;
 	if (rc)
 		return -1;
-	if (trigger_jobs(j, t.id, "'queued', 'running'", &ids, &nr))
+	if (jdb_trigger_job_ids(j->st, t.id, true, &ids, &nr))
 		goto fail;
 	/* the trigger first, so that nothing restarts its jobs meanwhile */
 	if (kb_state_begin(j->st))
 		goto fail;
-	if (jdb_run(j->st, NULL, "UPDATE triggers SET state = 'cancelled', updated_at = ? WHERE id = ?",
-		    "ii", kb_wall_s(), t.id) ||
-	    jdb_run(j->st, &changes, "UPDATE jobs SET state = 'cancelled', finished_at = ?,"
-				     " updated_at = ? WHERE trigger_id = ? AND state = 'queued'",
-		    "iii", kb_wall_s(), kb_wall_s(), t.id)) {
+	if (jdb_trigger_cancel(j->st, t.id, &changes)) {
 		kb_state_rollback(j->st);
 		goto fail;
 	}
@@ -410,8 +388,7 @@ int kb_jobs_trigger_pending(struct kb_jobs *j, int64_t tid)
 {
 	int64_t n = 0;
 
-	if (jdb_int(j->st, &n, "SELECT count(*) FROM jobs WHERE trigger_id = ? AND state IN "
-			       "('queued', 'running')", "i", tid))
+	if (jdb_trigger_pending(j->st, tid, &n))
 		return -1;
 	return (int)n;
 }
@@ -419,22 +396,20 @@ int kb_jobs_trigger_pending(struct kb_jobs *j, int64_t tid)
 int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t tid, struct strbuf *md,
 			    struct strbuf *pr_url, double *speedup)
 {
-	sqlite3_stmt *stmt = NULL;
+	struct jrow *rows = NULL;
+	size_t nr = 0;
 	int bad = 0, n = 0;
 
 	*speedup = 0;
-	if (sqlite3_prepare_v2(kb_state_db(j->st),
-			       "SELECT operator, state, error, result, head_sha FROM jobs "
-			       "WHERE trigger_id = ? ORDER BY id", -1, &stmt, NULL) != SQLITE_OK)
-		return error("could not query jobs in '%s'", kb_state_path(j->st));
-	sqlite3_bind_int64(stmt, 1, tid);
+	if (jdb_trigger_rows(j->st, tid, &rows, &nr))
+		return -1;
 	strbuf_addstr(md, "## kernelbot\n\n| operator | state | speedup | pull request |\n"
 			  "| --- | --- | ---: | --- |\n");
-	while (sqlite3_step(stmt) == SQLITE_ROW) {
-		const char *op = (const char *)sqlite3_column_text(stmt, 0);
-		const char *state = (const char *)sqlite3_column_text(stmt, 1);
-		const char *err = (const char *)sqlite3_column_text(stmt, 2);
-		const char *res = (const char *)sqlite3_column_text(stmt, 3);
+	for (size_t i = 0; i < nr; i++) {
+		const char *op = rows[i].operator_path;
+		const char *state = rows[i].state;
+		const char *err = rows[i].error;
+		const char *res = rows[i].result;
 		cJSON *r = res ? cJSON_Parse(res) : NULL;
 		const cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "pr_url");
 		const cJSON *s = cJSON_GetObjectItemCaseSensitive(r, "speedup");
@@ -471,7 +446,7 @@ int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t tid, struct strbuf *md,
 		strbuf_addstr(md, " |\n");
 		cJSON_Delete(r);
 	}
-	sqlite3_finalize(stmt);
+	jrows_free(rows, nr);
 	if (!n)
 		strbuf_addstr(md, "| (no operator) | - | - | - |\n");
 	return bad;

@@ -1,14 +1,14 @@
 #include "core/common.h"
+#include "core/http.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/util.h"
 #include "llm/llm_priv.h"
-#include "search/rng.h"
+#include "core/rng.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <time.h>
 
 /*
  * The client: the model table from the config, one reused curl handle,
@@ -228,7 +228,7 @@ int kb_llm_client_new(struct kb_llm_client **out, const struct kb_config *cfg)
 	*out = NULL;
 	if (!cfg->nr_llm_models)
 		return KB_ENOTFOUND;
-	if (llm_http_global_init())
+	if (kb_http_global_init())
 		return -1;
 	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
@@ -301,21 +301,6 @@ size_t kb_llm_pick(const struct kb_llm_client *c, uint64_t *rng)
 		last = i;
 	}
 	return last; /* rounding at the top end */
-}
-
-/* Sleep ms in slices; KB_ECANCELLED as soon as a stop is requested. */
-static int wait_ms(int64_t ms)
-{
-	while (ms > 0) {
-		int64_t slice = ms < 50 ? ms : 50;
-		struct timespec ts = { (time_t)(slice / 1000), (long)(slice % 1000) * 1000000L };
-
-		if (kb_stop_requested())
-			return KB_ECANCELLED;
-		nanosleep(&ts, NULL);
-		ms -= slice;
-	}
-	return kb_stop_requested() ? KB_ECANCELLED : 0;
 }
 
 /* curl failures that another attempt cannot mend */
@@ -461,7 +446,7 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 				      c->backoff_max_ms, &c->rng);
 		log_debug("llm '%s': attempt %d: %s (%s); retrying in %" PRId64 " ms", m->name,
 			  attempt, kb_llm_status_name(reply->status), reply->error.buf, w);
-		if (wait_ms(w)) {
+		if (kb_sleep_ms(w)) {
 			strbuf_addstr(&reply->error, "; stopped on request while waiting to retry");
 			rc = KB_ECANCELLED;
 			break;

@@ -103,7 +103,7 @@ const struct kb_llm_model_cfg *kb_llm_model(const struct kb_llm_client *c, size_
 /* Index of the model named name ([llm.NAME]), or -1. */
 long kb_llm_find_model(const struct kb_llm_client *c, const char *name);
 
-/* A model index drawn by weight; *rng is a splitmix64 state (search/rng.h) advanced once. */
+/* A model index drawn by weight; *rng is a splitmix64 state (core/rng.h) advanced once. */
 size_t kb_llm_pick(const struct kb_llm_client *c, uint64_t *rng);
 
 /*

@@ -36,9 +36,6 @@ void llm_http_resp_release(struct llm_http_resp *r);
 void llm_http_post(CURLM *multi, CURL *curl, const char *url, const struct strvec *headers, const char *body,
 		   int64_t timeout_ms, struct llm_http_resp *r);
 
-/* curl_global_init once, thread-safely; -1 (logged) when it failed. */
-int llm_http_global_init(void);
-
 /* --- the providers --- */
 
 char *llm_openai_request_json(const struct kb_llm_model_cfg *m, const struct kb_llm_request *req);
@@ -73,12 +70,5 @@ void llm_add_one_line(struct strbuf *out, const char *s, size_t len, size_t max)
 int64_t llm_json_count(const cJSON *obj, const char *name);
 /* True when sb holds only blanks. */
 bool llm_is_blank(const struct strbuf *sb);
-
-/*
- * Retry-after value (delta seconds, possibly fractional, or an HTTP date)
- * in ms; -1 when unreadable. Saturating, never negative for a readable
- * value; kb_llm_backoff_ms caps it at the client's max wait.
- */
-int64_t llm_retry_after_ms(const char *value, int64_t now_s);
 
 #endif

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/config.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/state.h"
 #include "core/util.h"
@@ -9,157 +10,6 @@
 #include <inttypes.h>
 #include <time.h>
 
-#include <openssl/evp.h>
-
-static int db_fail(struct kb_state *st, const char *what)
-{
-	return error("could not %s in '%s': %s", what, kb_state_path(st),
-		     sqlite3_errmsg(kb_state_db(st)));
-}
-
-static int prep(struct kb_state *st, sqlite3_stmt **stmt, const char *sql)
-{
-	if (sqlite3_prepare_v2(kb_state_db(st), sql, -1, stmt, NULL) != SQLITE_OK) {
-		*stmt = NULL;
-		return db_fail(st, "prepare an llm_calls query");
-	}
-	return 0;
-}
-
-static void bind_text(sqlite3_stmt *stmt, int col, const char *s)
-{
-	if (s)
-		sqlite3_bind_text(stmt, col, s, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(stmt, col);
-}
-
-static void bind_id(sqlite3_stmt *stmt, int col, int64_t id)
-{
-	if (id > 0)
-		sqlite3_bind_int64(stmt, col, id);
-	else
-		sqlite3_bind_null(stmt, col);
-}
-
-int kb_llm_usage_record(struct kb_state *st, const struct kb_llm_call_info *info,
-			const struct kb_llm_reply *reply, int64_t *id_out)
-{
-	static const char sql[] =
-		"INSERT INTO llm_calls (job_id, search_id, call_key, purpose, model,"
-		" prompt_tokens, completion_tokens, cost_usd, latency_ms, status,"
-		" request_hash, response, created_at)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-	sqlite3_stmt *stmt;
-	const struct strbuf *resp = reply->status == KB_LLM_OK ? &reply->text : &reply->error;
-	int rc = -1;
-
-	if (prep(st, &stmt, sql))
-		return -1;
-	bind_id(stmt, 1, info->job_id);
-	bind_id(stmt, 2, info->search_id);
-	bind_text(stmt, 3, info->call_key);
-	bind_text(stmt, 4, info->purpose);
-	bind_text(stmt, 5, reply->model);
-	sqlite3_bind_int64(stmt, 6, reply->prompt_tokens);
-	sqlite3_bind_int64(stmt, 7, reply->completion_tokens);
-	sqlite3_bind_double(stmt, 8, reply->cost_usd);
-	sqlite3_bind_int64(stmt, 9, reply->latency_ms);
-	bind_text(stmt, 10, kb_llm_status_name(reply->status));
-	bind_text(stmt, 11, info->request_hash);
-	sqlite3_bind_text(stmt, 12, resp->buf, (int)resp->len, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(stmt, 13, kb_wall_s());
-	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		db_fail(st, "record an llm call");
-		goto out;
-	}
-	if (id_out)
-		*id_out = sqlite3_last_insert_rowid(kb_state_db(st));
-	rc = 0;
-out:
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-int kb_llm_usage_lookup(struct kb_state *st, const char *call_key, struct kb_llm_reply *reply)
-{
-	static const char sql[] =
-		"SELECT model, prompt_tokens, completion_tokens, cost_usd, response"
-		" FROM llm_calls WHERE call_key = ? AND status = 'ok' AND response IS NOT NULL"
-		" ORDER BY id DESC LIMIT 1";
-	sqlite3_stmt *stmt;
-	int rc = -1;
-
-	kb_llm_reply_release(reply);
-	if (!call_key)
-		return KB_ENOTFOUND;
-	if (prep(st, &stmt, sql))
-		return -1;
-	sqlite3_bind_text(stmt, 1, call_key, -1, SQLITE_TRANSIENT);
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW: {
-		const char *model = (const char *)sqlite3_column_text(stmt, 0);
-		const void *text = sqlite3_column_blob(stmt, 4);
-		int len = sqlite3_column_bytes(stmt, 4);
-
-		reply->status = KB_LLM_OK;
-		kb_strlcpy(reply->model, model ? model : "", sizeof(reply->model));
-		reply->prompt_tokens = sqlite3_column_int64(stmt, 1);
-		reply->completion_tokens = sqlite3_column_int64(stmt, 2);
-		reply->cost_usd = sqlite3_column_double(stmt, 3);
-		if (text && len > 0)
-			strbuf_add(&reply->text, text, (size_t)len);
-		rc = 0;
-		break;
-	}
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		db_fail(st, "look up an llm call");
-	}
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-/* what totals() reads, in its order */
-#define USAGE_COLUMNS "count(*), coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0)," \
-	" coalesce(sum(cost_usd), 0), coalesce(sum(status != 'ok'), 0)"
-
-static int totals(struct kb_state *st, const char *sql, int64_t arg, struct kb_llm_usage *out)
-{
-	sqlite3_stmt *stmt;
-	int rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	if (prep(st, &stmt, sql))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, arg);
-	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		db_fail(st, "sum llm calls");
-		goto out;
-	}
-	out->calls = sqlite3_column_int64(stmt, 0);
-	out->prompt_tokens = sqlite3_column_int64(stmt, 1);
-	out->completion_tokens = sqlite3_column_int64(stmt, 2);
-	out->cost_usd = sqlite3_column_double(stmt, 3);
-	out->failed = sqlite3_column_int64(stmt, 4);
-	rc = 0;
-out:
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-int kb_llm_usage_search(struct kb_state *st, int64_t search_id, struct kb_llm_usage *out)
-{
-	return totals(st, "SELECT " USAGE_COLUMNS " FROM llm_calls WHERE search_id = ?", search_id, out);
-}
-
-int kb_llm_usage_daily(struct kb_state *st, int64_t now_s, struct kb_llm_usage *out)
-{
-	return totals(st, "SELECT " USAGE_COLUMNS " FROM llm_calls WHERE created_at > ?",
-		      now_s - 86400, out);
-}
 
 void kb_llm_budget_from_config(struct kb_llm_budget *b, const struct kb_config *cfg)
 {
@@ -234,25 +84,15 @@ int kb_llm_budget_check(struct kb_state *st, const struct kb_llm_budget *b, int6
 void kb_llm_request_hash(const struct kb_llm_model_cfg *m, const struct kb_llm_request *req,
 			 char out[65])
 {
-	static const char hex[] = "0123456789abcdef";
 	char *body = kb_llm_request_json((enum kb_llm_provider)m->provider, m, req);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	const char *p = kb_llm_provider_name((enum kb_llm_provider)m->provider);
+	struct kb_sha256 h;
 
-	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1 ||
-	    EVP_DigestUpdate(ctx, p, strlen(p) + 1) != 1 ||
-	    EVP_DigestUpdate(ctx, body, strlen(body)) != 1 ||
-	    EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
-		die("could not compute a sha256 digest");
-	EVP_MD_CTX_free(ctx);
+	kb_sha256_init(&h);
+	kb_sha256_update(&h, p, strlen(p) + 1);
+	kb_sha256_update(&h, body, strlen(body));
+	kb_sha256_final_hex(&h, out);
 	free(body);
-	for (unsigned int i = 0; i < 32; i++) {
-		out[2 * i] = hex[md[i] >> 4];
-		out[2 * i + 1] = hex[md[i] & 15];
-	}
-	out[64] = '\0';
 }
 
 int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,

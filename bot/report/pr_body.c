@@ -2,6 +2,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "report/pr_body.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 
 #include <inttypes.h>

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "report/run_report.h"
 #include "report/markdown.h"
 #include "core/util.h"
@@ -12,13 +13,6 @@ static const cJSON *obj(const cJSON *o, const char *key)
 	return cJSON_IsObject(v) ? v : NULL;
 }
 
-static double num(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 static const char *str(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -28,7 +22,7 @@ static const char *str(const cJSON *o, const char *key)
 
 static void cell_ms(const cJSON *measure, char *buf, size_t size)
 {
-	double ms = num(measure, "median_ms");
+	double ms = kb_json_num(measure, "median_ms", NAN);
 
 	if (isnan(ms)) {
 		xsnprintf(buf, size, "n/a");
@@ -53,7 +47,7 @@ static void cell_speedup(double eager, double compile, char *buf, size_t size)
 
 static void cell_roofline(const cJSON *t, char *buf, size_t size)
 {
-	double bw = num(t, "bw_share"), fl = num(t, "flops_share");
+	double bw = kb_json_num(t, "bw_share", NAN), fl = kb_json_num(t, "flops_share", NAN);
 
 	if (isnan(bw) && isnan(fl))
 		xsnprintf(buf, size, "n/a");
@@ -94,8 +88,8 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 {
 	const cJSON *ev = r->evidence, *summary = obj(ev, "summary"), *env = obj(ev, "environment");
 	const char *verdict = str(ev, "verdict");
-	double ge = num(summary, "geomean_speedup_eager"), gc = num(summary, "geomean_speedup_compile");
-	double configs = num(summary, "configs"), seeds = num(summary, "seeds");
+	double ge = kb_json_num(summary, "geomean_speedup_eager", NAN), gc = kb_json_num(summary, "geomean_speedup_compile", NAN);
+	double configs = kb_json_num(summary, "configs", NAN), seeds = kb_json_num(summary, "seeds", NAN);
 	int nc = kb_int_from_double(configs), ns = kb_int_from_double(seeds); /* from outside */
 	char a[32];
 
@@ -171,7 +165,7 @@ static void speedup_table(struct strbuf *sb, const cJSON *ev)
 		cell_ms(obj(t, "eager"), e, sizeof(e));
 		cell_ms(obj(t, "compile"), co, sizeof(co));
 		cell_ms(obj(t, "kernel"), k, sizeof(k));
-		cell_speedup(num(t, "speedup_eager"), num(t, "speedup_compile"), sp, sizeof(sp));
+		cell_speedup(kb_json_num(t, "speedup_eager", NAN), kb_json_num(t, "speedup_compile", NAN), sp, sizeof(sp));
 		cell_roofline(t, roof, sizeof(roof));
 		if (!compile_reason)
 			compile_reason = str(t, "compile_reason");
@@ -188,7 +182,7 @@ static void speedup_table(struct strbuf *sb, const cJSON *ev)
 		char sp[80], bold[96];
 		const char *cells[6] = { "**geomean**", "", "", "", bold, "" };
 
-		cell_speedup(num(summary, "geomean_speedup_eager"), num(summary, "geomean_speedup_compile"),
+		cell_speedup(kb_json_num(summary, "geomean_speedup_eager", NAN), kb_json_num(summary, "geomean_speedup_compile", NAN),
 			     sp, sizeof(sp));
 		snprintf(bold, sizeof(bold), "**%s**", sp);
 		kb_md_table_row(sb, cells, ARRAY_SIZE(cells));

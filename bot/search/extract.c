@@ -1,47 +1,15 @@
 #include "core/common.h"
+#include "core/cscan.h"
 #include "search/extract.h"
 #include "core/strbuf.h"
 #include "core/util.h"
-#include "verifier/evidence.h"
+#include "core/hash.h"
 
 #include <ctype.h>
 
 /* --- lexical classes of a C/C++/CUDA source --- */
 
 enum { K_CODE, K_COMMENT, K_STRING };
-
-static bool ident_char(int c)
-{
-	return isalnum((unsigned char)c) || c == '_';
-}
-
-/* R"delim(...)delim" starts at the quote after an R that is a whole prefix. */
-static bool raw_string_at(const char *s, size_t quote)
-{
-	size_t k;
-
-	if (quote == 0 || s[quote - 1] != 'R')
-		return false;
-	k = quote - 1;
-	while (k > 0 && ident_char(s[k - 1]))
-		k--;
-	switch (quote - k) {
-	case 1: return true;                               /* R */
-	case 2: return strchr("uUL", s[k]) != NULL;        /* uR UR LR */
-	case 3: return s[k] == 'u' && s[k + 1] == '8';     /* u8R */
-	default: return false;
-	}
-}
-
-/* A quote inside a number (1'000'000) is a digit separator. */
-static bool digit_separator_at(const char *s, size_t q)
-{
-	size_t k = q;
-
-	while (k > 0 && (ident_char(s[k - 1]) || s[k - 1] == '.' || s[k - 1] == '\''))
-		k--;
-	return k < q && isdigit((unsigned char)s[k]);
-}
 
 static void mark(unsigned char *kind, size_t from, size_t to, unsigned char k)
 {
@@ -70,7 +38,7 @@ static void classify(const char *src, size_t len, unsigned char *kind)
 			j = j + 2 <= len ? j + 2 : len;
 			mark(kind, i, j, K_COMMENT);
 			i = j;
-		} else if (c == '"' && raw_string_at(src, i)) {
+		} else if (c == '"' && kb_c_raw_string_at(src, i)) {
 			char close[20];
 			size_t d = 0, end;
 			const char *hit;
@@ -83,7 +51,7 @@ static void classify(const char *src, size_t len, unsigned char *kind)
 			end = hit ? (size_t)(hit - src) + d - 1 : len;
 			mark(kind, i + 1, end, K_STRING);
 			i = end + 1;
-		} else if (c == '"' || (c == '\'' && !digit_separator_at(src, i))) {
+		} else if (c == '"' || (c == '\'' && !kb_c_digit_separator_at(src, i))) {
 			for (j = i + 1; j < len && src[j] != c && src[j] != '\n'; j++)
 				if (src[j] == '\\' && j + 1 < len)
 					j++;
@@ -118,7 +86,7 @@ char *kb_source_view(const char *source, size_t len, bool blank_strings)
 /* Whitespace between a and b is kept (as one space) only where dropping it joins tokens. */
 static bool need_space(int a, int b)
 {
-	if (ident_char(a) && ident_char(b))
+	if (kb_c_ident_char(a) && kb_c_ident_char(b))
 		return true;
 	return a == b && strchr("+-&|<>", a); /* a - -b is not a--b */
 }
@@ -210,7 +178,7 @@ static void cstate_line(struct cstate *st, const char *s, size_t n)
 		} else if (s[i] == '/' && i + 1 < n && s[i + 1] == '*') {
 			st->in_comment = true;
 			i += 2;
-		} else if (s[i] == '"' && raw_string_at(s, i)) {
+		} else if (s[i] == '"' && kb_c_raw_string_at(s, i)) {
 			size_t d = 0, j;
 
 			st->raw_close[d++] = ')';
@@ -220,7 +188,7 @@ static void cstate_line(struct cstate *st, const char *s, size_t n)
 			st->raw_close[d] = '\0';
 			st->in_raw = true;
 			i = j + 1;
-		} else if (s[i] == '"' || (s[i] == '\'' && !digit_separator_at(s, i))) {
+		} else if (s[i] == '"' || (s[i] == '\'' && !kb_c_digit_separator_at(s, i))) {
 			char q = s[i];
 
 			for (i++; i < n && s[i] != q; i++)
@@ -291,9 +259,9 @@ static bool defines_entry(const char *src, size_t len)
 	for (size_t i = 0; i < len && !found; i++) {
 		size_t k, depth;
 
-		if (!ident_char(v[i]) || (i > 0 && ident_char(v[i - 1])))
+		if (!kb_c_ident_char(v[i]) || (i > 0 && kb_c_ident_char(v[i - 1])))
 			continue;
-		for (k = i; k < len && ident_char(v[k]); k++)
+		for (k = i; k < len && kb_c_ident_char(v[k]); k++)
 			;
 		if (k - i == 15 && !memcmp(v + i, "PYBIND11_MODULE", 15)) {
 			while (k < len && isspace((unsigned char)v[k]))
@@ -461,10 +429,10 @@ static const char *directive(const char *s, const char *e, const char *word, con
 	if (s >= e || *s != '#')
 		return NULL;
 	s = skip_space(s + 1, e);
-	if ((size_t)(e - s) < wl || memcmp(s, word, wl) || (s + wl < e && ident_char(s[wl])))
+	if ((size_t)(e - s) < wl || memcmp(s, word, wl) || (s + wl < e && kb_c_ident_char(s[wl])))
 		return NULL;
 	s = skip_space(s + wl, e);
-	if ((size_t)(e - s) < nl || memcmp(s, name, nl) || (s + nl < e && ident_char(s[nl])))
+	if ((size_t)(e - s) < nl || memcmp(s, name, nl) || (s + nl < e && kb_c_ident_char(s[nl])))
 		return NULL;
 	return s + nl;
 }
@@ -511,7 +479,7 @@ static int parse_tune_line(const char *s, const char *e, struct kb_tparam *p, st
 	s = skip_space(s, e);
 	n0 = s;
 	if (s < e && (isalpha((unsigned char)*s) || *s == '_'))
-		while (s < e && ident_char(*s))
+		while (s < e && kb_c_ident_char(*s))
 			s++;
 	nl = (size_t)(s - n0);
 	if (!nl) {
@@ -594,7 +562,7 @@ int kb_tparams_parse(const char *source, struct kb_tparams *out, struct strbuf *
 		line++;
 		if (e - s >= 2 && s[0] == '/' && s[1] == '/') {
 			s = skip_space(s + 2, e);
-			if (e - s >= 7 && !memcmp(s, "kb-tune", 7) && (s + 7 == e || !ident_char(s[7]))) {
+			if (e - s >= 7 && !memcmp(s, "kb-tune", 7) && (s + 7 == e || !kb_c_ident_char(s[7]))) {
 				if (parse_tune_line(s + 7, e, &tp, why, line) < 0)
 					goto out;
 				for (size_t k = 0; k < out->nr; k++)

@@ -1,6 +1,6 @@
 #include "core/common.h"
 #include "search/metaprompt.h"
-#include "search/rng.h"
+#include "core/rng.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 

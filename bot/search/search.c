@@ -8,8 +8,9 @@
 #include "core/util.h"
 #include "search/behavior.h"
 #include "search/extract.h"
-#include "search/rng.h"
+#include "core/rng.h"
 #include "templates/tune.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_client.h"
 

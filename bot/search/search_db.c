@@ -9,6 +9,7 @@
 #include "search/archive.h"
 #include "search/metaprompt.h"
 #include "templates/tune.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 
 #include <math.h>
@@ -23,24 +24,59 @@ static void add_field(struct strbuf *out, const char *s)
 		strbuf_addch(out, *s == '|' ? '/' : *s);
 }
 
+bool kb_search_setting_resumable(const char *key)
+{
+	static const char *const resumable[] = { "job_budget_usd", "job_budget_tokens", "seed" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(resumable); i++)
+		if (!strcmp(key, resumable[i]))
+			return true;
+	return false;
+}
+
+/* " name=value" of one [search] key, under the names the hash has always used. */
+static void hash_search_key(const struct kb_config_entry *e, void *payload)
+{
+	/* older, shorter names: kept so that searches stored before resume */
+	static const struct { const char *key, *name; } names[] = {
+		{ "llm_verifiers", "verifiers" }, { "verifier_audit", "audit" },
+		{ "repair_rounds", "repair" }, { "migration_interval", "migration" },
+		{ "meta_interval", "meta" },
+	};
+	struct strbuf *sb = payload;
+	const char *name = e->key;
+
+	if (kb_search_setting_resumable(e->key))
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (!strcmp(e->key, names[i].key))
+			name = names[i].name;
+	strbuf_addf(sb, " %s=", name);
+	switch (e->type) {
+	case KB_CONFIG_TEXT:
+		strbuf_addstr(sb, e->text);
+		break;
+	case KB_CONFIG_INT:
+		strbuf_addf(sb, "%lld", (long long)e->i);
+		break;
+	case KB_CONFIG_DOUBLE:
+		strbuf_addf(sb, "%.9g", e->d);
+		break;
+	case KB_CONFIG_BOOL:
+		strbuf_addf(sb, "%d", e->b);
+		break;
+	}
+}
+
 void kb_search_settings_hash(const struct kb_config *cfg, char out[17])
 {
 	struct strbuf sb = STRBUF_INIT;
 	char tune[17], hex[65];
 
 	kb_tune_settings_hash(cfg, tune);
-	strbuf_addf(&sb, "tune=%s tune_seeds=%d verifiers=%d audit=%.9g islands=%lld generations=%lld "
-		    "per_generation=%lld initial=%lld repair=%lld migration=%lld explore=%.9g exploit=%.9g "
-		    "inspirations=%lld crossover=%.9g meta=%lld prompt_exploration=%.9g "
-		    "prompt_temperature=%.9g tune_templates=%d aux=%s",
-		    tune, KB_TUNE_SEEDS, cfg->search_llm_verifiers, cfg->search_verifier_audit,
-		    (long long)cfg->search_islands, (long long)cfg->search_generations,
-		    (long long)cfg->search_per_generation, (long long)cfg->search_initial,
-		    (long long)cfg->search_repair_rounds, (long long)cfg->search_migration_interval,
-		    cfg->search_explore, cfg->search_exploit, (long long)cfg->search_inspirations,
-		    cfg->search_crossover, (long long)cfg->search_meta_interval,
-		    cfg->search_prompt_exploration, cfg->search_prompt_temperature,
-		    cfg->search_tune_templates, cfg->llm_aux_model ? cfg->llm_aux_model : "");
+	strbuf_addf(&sb, "tune=%s tune_seeds=%d", tune, KB_TUNE_SEEDS);
+	kb_config_foreach(cfg, "search", hash_search_key, &sb);
+	strbuf_addf(&sb, " aux=%s", cfg->llm_aux_model ? cfg->llm_aux_model : "");
 	for (size_t i = 0; i < cfg->nr_llm_models; i++) {
 		const struct kb_llm_model_cfg *m = &cfg->llm_models[i];
 
@@ -90,13 +126,12 @@ void kb_search_call_key(struct strbuf *out, const char *call_base, int64_t gener
 
 static int db_error(struct kb_state *st, const char *what)
 {
-	return error("%s in '%s': %s", what, kb_state_path(st), sqlite3_errmsg(kb_state_db(st)));
+	return error("%s in '%s': %s", what, kb_state_path(st), kb_state_errmsg(st));
 }
 
 static int prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql, const char *what)
 {
-	if (sqlite3_prepare_v2(kb_state_db(st), sql, -1, stmt, NULL) != SQLITE_OK) {
-		*stmt = NULL;
+	if (kb_state_prepare(st, stmt, sql)) {
 		return db_error(st, what);
 	}
 	return 0;
@@ -104,7 +139,7 @@ static int prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql, co
 
 static int exec_sql(struct kb_state *st, const char *sql, const char *what)
 {
-	if (sqlite3_exec(kb_state_db(st), sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (kb_state_exec(st, sql))
 		return db_error(st, what);
 	return 0;
 }
@@ -112,43 +147,25 @@ static int exec_sql(struct kb_state *st, const char *sql, const char *what)
 /* Our own transaction, or a savepoint inside the caller's. */
 static int txn_enter(struct kb_state *st, bool *own)
 {
-	*own = sqlite3_get_autocommit(kb_state_db(st)) != 0;
+	*own = !kb_state_in_transaction(st);
 	return exec_sql(st, *own ? "BEGIN IMMEDIATE" : "SAVEPOINT kb_search", "could not start a transaction");
 }
 
 static int txn_leave(struct kb_state *st, bool own, int rc)
 {
-	sqlite3 *db = kb_state_db(st);
-
 	if (rc != KB_ERROR) {
 		if (!exec_sql(st, own ? "COMMIT" : "RELEASE kb_search", "could not commit"))
 			return rc;
 		rc = KB_ERROR;
 	}
 	if (own) {
-		if (!sqlite3_get_autocommit(db))
-			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	} else if (!sqlite3_get_autocommit(db)) {
-		sqlite3_exec(db, "ROLLBACK TO kb_search", NULL, NULL, NULL);
-		sqlite3_exec(db, "RELEASE kb_search", NULL, NULL, NULL);
+		if (kb_state_in_transaction(st))
+			kb_state_exec(st, "ROLLBACK");
+	} else if (kb_state_in_transaction(st)) {
+		kb_state_exec(st, "ROLLBACK TO kb_search");
+		kb_state_exec(st, "RELEASE kb_search");
 	}
 	return rc;
-}
-
-static void bind_text_or_null(sqlite3_stmt *stmt, int i, const char *s)
-{
-	if (s)
-		sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT);
-	else
-		sqlite3_bind_null(stmt, i);
-}
-
-static void bind_id_or_null(sqlite3_stmt *stmt, int i, int64_t id)
-{
-	if (id > 0)
-		sqlite3_bind_int64(stmt, i, id);
-	else
-		sqlite3_bind_null(stmt, i);
 }
 
 static void bind_real_or_null(sqlite3_stmt *stmt, int i, double v)
@@ -288,7 +305,7 @@ int kb_search_db_create(struct kb_state *st, struct kb_search_row *r)
 		    "could not prepare the search insert"))
 		return -1;
 	sqlite3_bind_text(stmt, 1, r->key, -1, SQLITE_STATIC);
-	bind_id_or_null(stmt, 2, r->job_id);
+	kb_state_bind_id(stmt, 2, r->job_id);
 	sqlite3_bind_text(stmt, 3, r->operator_path ? r->operator_path : "", -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 4, r->backend ? r->backend : "", -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 5, r->pass ? r->pass : "forward", -1, SQLITE_STATIC);
@@ -346,7 +363,7 @@ int kb_search_db_checkpoint(struct kb_state *st, const struct kb_search_row *r)
 	sqlite3_bind_int64(stmt, 1, r->id);
 	sqlite3_bind_int64(stmt, 2, r->generation);
 	sqlite3_bind_int64(stmt, 3, (int64_t)r->rng);
-	bind_id_or_null(stmt, 4, r->best_candidate_id);
+	kb_state_bind_id(stmt, 4, r->best_candidate_id);
 	sqlite3_bind_double(stmt, 5, r->wall_s);
 	sqlite3_bind_int64(stmt, 6, kb_wall_s());
 	if (sqlite3_step(stmt) != SQLITE_DONE)
@@ -380,7 +397,7 @@ int kb_search_db_set_state(struct kb_state *st, int64_t id, const char *state, c
 		sqlite3_bind_null(stmt, 6);
 	if (sqlite3_step(stmt) != SQLITE_DONE)
 		db_error(st, "could not set the search's state");
-	else if (sqlite3_changes(kb_state_db(st)) != 1)
+	else if (kb_state_changes(st) != 1)
 		error("no search %lld to update", (long long)id);
 	else
 		rc = 0;
@@ -490,12 +507,12 @@ int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_s
 	if (!c->created_at)
 		c->created_at = kb_wall_s();
 	sqlite3_bind_int64(stmt, 1, search_id);
-	bind_id_or_null(stmt, 2, c->parent_id);
-	bind_id_or_null(stmt, 3, c->second_parent_id);
+	kb_state_bind_id(stmt, 2, c->parent_id);
+	kb_state_bind_id(stmt, 3, c->second_parent_id);
 	sqlite3_bind_text(stmt, 4, c->proposer ? c->proposer : "?", -1, SQLITE_STATIC);
-	bind_text_or_null(stmt, 5, c->model);
-	bind_id_or_null(stmt, 6, c->prompt_id);
-	bind_text_or_null(stmt, 7, c->call_key);
+	kb_state_bind_text(stmt, 5, c->model);
+	kb_state_bind_id(stmt, 6, c->prompt_id);
+	kb_state_bind_text(stmt, 7, c->call_key);
 	sqlite3_bind_text(stmt, 8, c->source ? c->source : "", -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 9, c->hash, -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 10, c->backend ? c->backend : "", -1, SQLITE_STATIC);
@@ -528,7 +545,7 @@ int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c
 	bind_outcome(stmt, 2, c);
 	if (sqlite3_step(stmt) != SQLITE_DONE)
 		db_error(st, "could not update a candidate");
-	else if (sqlite3_changes(kb_state_db(st)) != 1)
+	else if (kb_state_changes(st) != 1)
 		error("no candidate %lld to update", (long long)c->id);
 	else
 		rc = 0;
@@ -722,7 +739,7 @@ int kb_search_db_prompt_insert(struct kb_state *st, int64_t search_id, int64_t g
 		return -1;
 	}
 	sqlite3_bind_int64(stmt, 1, search_id);
-	bind_id_or_null(stmt, 2, p->parent_id);
+	kb_state_bind_id(stmt, 2, p->parent_id);
 	bind_json_or_null(stmt, 3, sections);
 	bind_real_or_null(stmt, 4, p->fitness);
 	sqlite3_bind_int64(stmt, 5, p->uses);
@@ -824,7 +841,7 @@ int kb_search_db_history_add(struct kb_state *st, int64_t search_id, double t_s,
 	sqlite3_bind_int64(stmt, 1, search_id);
 	sqlite3_bind_double(stmt, 2, t_s);
 	sqlite3_bind_double(stmt, 3, best);
-	bind_id_or_null(stmt, 4, candidate_id);
+	kb_state_bind_id(stmt, 4, candidate_id);
 	if (sqlite3_step(stmt) != SQLITE_DONE)
 		db_error(st, "could not store the search history");
 	else

@@ -40,8 +40,19 @@ struct kb_prompt;
 
 /* --- keys (pure) --- */
 
-/* 16 hex characters over the settings that make two searches the same one. */
+/*
+ * 16 hex characters over the settings that make two searches the same one.
+ * The [search] part walks the config table (kb_config_foreach): every key
+ * of [search] is in it unless kb_search_setting_resumable() says otherwise,
+ * so a key added to the table is covered without a change here.
+ */
 void kb_search_settings_hash(const struct kb_config *cfg, char out[17]);
+/*
+ * True for the [search] keys a resumed search may change (the budgets,
+ * which only stop it sooner, and the seed, a field of the key itself):
+ * the ones left out of the settings hash.
+ */
+bool kb_search_setting_resumable(const char *key);
 /* "srch/1|OPHASH|BACKEND|PASS|SETTINGS|SEED" appended to out. */
 void kb_search_key(struct strbuf *out, const char *op_hash, const char *backend, const char *pass,
 		   const char *settings, uint64_t seed);

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -177,24 +178,17 @@ static bool audit_draw(const struct srch *s, const struct kb_search_cand *c)
 	return (double)h / 4294967296.0 < s->cfg->search_verifier_audit;
 }
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* "check: message" of the first rejecting reason. */
 static void first_reason(const cJSON *reasons, struct strbuf *out)
 {
 	const cJSON *r;
 
 	cJSON_ArrayForEach(r, reasons) {
-		const char *check = jstr(r, "check");
+		const char *check = kb_json_str(r, "check");
 
 		if (check && !strcmp(check, "suspicious_speedup"))
 			continue;
-		strbuf_addf(out, "%s: %s", check ? check : "?", jstr(r, "message") ? jstr(r, "message") : "");
+		strbuf_addf(out, "%s: %s", check ? check : "?", kb_json_str(r, "message") ? kb_json_str(r, "message") : "");
 		return;
 	}
 }
@@ -230,7 +224,7 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 	bool has_build = false, has_static = false;
 
 	cJSON_ArrayForEach(r, reasons) {
-		const char *check = jstr(r, "check");
+		const char *check = kb_json_str(r, "check");
 
 		has_build = has_build || (check && !strcmp(check, "build"));
 		has_static = has_static || (check && !strcmp(check, "static"));
@@ -362,7 +356,7 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 			}
 			note_failure(s, c);
 			kb_progress_note(s->pg, "#%lld %s: static: %s", (long long)c->id, c->proposer,
-					 jstr(cJSON_GetArrayItem(c->reasons, 0), "message"));
+					 kb_json_str(cJSON_GetArrayItem(c->reasons, 0), "message"));
 			continue;
 		}
 		if (s->cfg->search_llm_verifiers && !s->no_verifiers) {
@@ -388,7 +382,7 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 					cJSON_Delete(c->reasons);
 					c->reasons = cJSON_CreateArray();
 					cJSON_ArrayForEach(v, c->verifiers) {
-						const char *verdict = jstr(v, "verdict");
+						const char *verdict = kb_json_str(v, "verdict");
 						cJSON *r;
 
 						if (!verdict || strcmp(verdict, "FAIL"))
@@ -396,7 +390,7 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 						r = cJSON_CreateObject();
 						cJSON_AddStringToObject(r, "check", "llm_verifier");
 						cJSON_AddStringToObject(r, "verifier", v->string);
-						cJSON_AddStringToObject(r, "message", jstr(v, "note") ? jstr(v, "note") : "");
+						cJSON_AddStringToObject(r, "message", kb_json_str(v, "note") ? kb_json_str(v, "note") : "");
 						cJSON_AddItemToArray(c->reasons, r);
 					}
 					kb_progress_note(s->pg, "#%lld %s: filtered by the llm verifiers", (long long)c->id,

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -6,7 +7,8 @@
 #include "core/util.h"
 #include "search/behavior.h"
 #include "search/extract.h"
-#include "search/rng.h"
+#include "core/hash.h"
+#include "core/rng.h"
 #include "verifier/harness_client.h"
 
 #include <math.h>
@@ -15,11 +17,7 @@
 
 uint64_t srch_rng_for(const struct srch *s, const char *text)
 {
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	return s->seed ^ h;
+	return s->seed ^ kb_fnv1a64_str(KB_FNV1A64_INIT, text);
 }
 
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
@@ -139,20 +137,6 @@ static const char *const tmpl_files[T_NR] = {
 	[T_STRATEGIES] = "strategies.md", [T_PITFALLS] = "pitfalls.md", [T_ANALYSIS] = "analysis.md",
 };
 
-static const char *jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static double jnum(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 static void add_shape(struct strbuf *out, const cJSON *shape)
 {
 	const cJSON *d;
@@ -185,7 +169,7 @@ static void configs_text(const cJSON *describe, struct strbuf *out)
 			strbuf_addf(out, "- ... and %d more\n", total - MAX_CONFIGS_SHOWN);
 			break;
 		}
-		strbuf_addf(out, "- config %s: inputs ", jstr(c, "name") ? jstr(c, "name") : "?");
+		strbuf_addf(out, "- config %s: inputs ", kb_json_str(c, "name") ? kb_json_str(c, "name") : "?");
 		io = cJSON_GetObjectItemCaseSensitive(c, "inputs");
 		cJSON_ArrayForEach(t, io) {
 			const cJSON *scalar = cJSON_GetObjectItemCaseSensitive(t, "scalar");
@@ -193,7 +177,7 @@ static void configs_text(const cJSON *describe, struct strbuf *out)
 			if (!first)
 				strbuf_addstr(out, ", ");
 			first = false;
-			strbuf_addf(out, "%s ", jstr(t, "name") ? jstr(t, "name") : "?");
+			strbuf_addf(out, "%s ", kb_json_str(t, "name") ? kb_json_str(t, "name") : "?");
 			if (scalar && !cJSON_IsNull(scalar) && !cJSON_IsFalse(scalar)) {
 				char *v = cJSON_PrintUnformatted(scalar);
 
@@ -201,7 +185,7 @@ static void configs_text(const cJSON *describe, struct strbuf *out)
 				free(v);
 			} else {
 				add_shape(out, cJSON_GetObjectItemCaseSensitive(t, "shape"));
-				strbuf_addf(out, " %s", jstr(t, "dtype") ? jstr(t, "dtype") : "");
+				strbuf_addf(out, " %s", kb_json_str(t, "dtype") ? kb_json_str(t, "dtype") : "");
 			}
 		}
 		strbuf_addstr(out, "; outputs ");
@@ -212,7 +196,7 @@ static void configs_text(const cJSON *describe, struct strbuf *out)
 				strbuf_addstr(out, ", ");
 			first = false;
 			add_shape(out, cJSON_GetObjectItemCaseSensitive(t, "shape"));
-			strbuf_addf(out, " %s", jstr(t, "dtype") ? jstr(t, "dtype") : "");
+			strbuf_addf(out, " %s", kb_json_str(t, "dtype") ? kb_json_str(t, "dtype") : "");
 		}
 		strbuf_addch(out, '\n');
 	}
@@ -297,7 +281,7 @@ int srch_context_init(struct srch *s)
 	kb_prompt_var(&s->base, "backend", s->backend);
 	kb_prompt_var(&s->base, "pass", s->pass);
 	kb_prompt_var(&s->base, "device", s->device);
-	kb_prompt_var(&s->base, "format", jstr(op, "format") ? jstr(op, "format") :
+	kb_prompt_var(&s->base, "format", kb_json_str(op, "format") ? kb_json_str(op, "format") :
 		      kb_is_dir(s->o->operator_path) ? "robust-kbench" : "KernelBench");
 
 	/* the rules know the arch and whether kb_backward is wanted */
@@ -355,14 +339,14 @@ void srch_evidence_text(const struct kb_search_cand *c, struct strbuf *out)
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "timing");
 		const cJSON *k = cJSON_GetObjectItemCaseSensitive(t, "kernel");
 		const cJSON *e = cJSON_GetObjectItemCaseSensitive(t, "eager");
-		double bw = jnum(t, "bw_share"), fl = jnum(t, "flops_share");
+		double bw = kb_json_num(t, "bw_share", NAN), fl = kb_json_num(t, "flops_share", NAN);
 
 		if (!cJSON_IsObject(t))
 			continue;
 		if (!rows++)
 			strbuf_addstr(out, "per config: kernel ms / eager ms = speedup; share of the measured bandwidth and FLOP peaks\n");
-		strbuf_addf(out, "- %s: %.4g / %.4g ms = %.2fx", jstr(cfg, "name") ? jstr(cfg, "name") : "?",
-			    jnum(k, "median_ms"), jnum(e, "median_ms"), jnum(t, "speedup_eager"));
+		strbuf_addf(out, "- %s: %.4g / %.4g ms = %.2fx", kb_json_str(cfg, "name") ? kb_json_str(cfg, "name") : "?",
+			    kb_json_num(k, "median_ms", NAN), kb_json_num(e, "median_ms", NAN), kb_json_num(t, "speedup_eager", NAN));
 		if (isfinite(bw))
 			strbuf_addf(out, "; bandwidth %.0f%%", bw * 100);
 		if (isfinite(fl))
@@ -375,13 +359,13 @@ void srch_evidence_text(const struct kb_search_cand *c, struct strbuf *out)
 void srch_resources_text(const struct srch *s, const struct kb_search_cand *c, struct strbuf *out)
 {
 	const cJSON *b = c->build_info;
-	double regs = jnum(b, "registers");
+	double regs = kb_json_num(b, "registers", NAN);
 
 	if (strcmp(s->backend, "cuda") || !cJSON_IsObject(b) || !(regs > 0))
 		return;
 	strbuf_addf(out, "%.0f registers per thread, %.0f B static shared memory, spills %.0f B stored / %.0f B loaded, stack %.0f B",
-		    regs, jnum(b, "shared_bytes"), jnum(b, "spill_stores"), jnum(b, "spill_loads"),
-		    jnum(b, "stack_bytes"));
+		    regs, kb_json_num(b, "shared_bytes", NAN), kb_json_num(b, "spill_stores", NAN), kb_json_num(b, "spill_loads", NAN),
+		    kb_json_num(b, "stack_bytes", NAN));
 }
 
 /* The highest bandwidth and FLOP shares over the configs (NAN when none). */
@@ -392,7 +376,7 @@ static void best_shares(const struct kb_search_cand *c, double *bw, double *fl)
 	*bw = *fl = NAN;
 	cJSON_ArrayForEach(cfg, configs) {
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "timing");
-		double b = jnum(t, "bw_share"), f = jnum(t, "flops_share");
+		double b = kb_json_num(t, "bw_share", NAN), f = kb_json_num(t, "flops_share", NAN);
 
 		if (isfinite(b) && !(b <= *bw))
 			*bw = b;
@@ -405,8 +389,8 @@ void srch_hints_text(const struct srch *s, const struct kb_search_cand *c, struc
 {
 	const bool cuda = !strcmp(s->backend, "cuda");
 	const cJSON *b = c->build_info;
-	double bw, fl, regs = jnum(b, "registers"), spills = jnum(b, "spill_stores") + jnum(b, "spill_loads");
-	double smem = jnum(b, "shared_bytes");
+	double bw, fl, regs = kb_json_num(b, "registers", NAN), spills = kb_json_num(b, "spill_stores", NAN) + kb_json_num(b, "spill_loads", NAN);
+	double smem = kb_json_num(b, "shared_bytes", NAN);
 
 	best_shares(c, &bw, &fl);
 	if (isfinite(c->speedup) && c->speedup < 1.0)
@@ -430,7 +414,7 @@ void srch_hints_text(const struct srch *s, const struct kb_search_cand *c, struc
 
 static bool reason_is(const cJSON *r, const char *check)
 {
-	const char *c = jstr(r, "check");
+	const char *c = kb_json_str(r, "check");
 
 	return c && !strcmp(c, check);
 }
@@ -439,7 +423,7 @@ void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struc
 {
 	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(c->evidence, "kernelbot");
 	const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
-	const char *errors = jstr(build, "errors");
+	const char *errors = kb_json_str(build, "errors");
 	const cJSON *configs = cJSON_GetObjectItemCaseSensitive(c->evidence, "configs");
 	const cJSON *r;
 
@@ -460,18 +444,18 @@ void srch_failure_text(const struct kb_search_cand *c, struct strbuf *out, struc
 
 		if (reason_is(r, "suspicious_speedup"))
 			continue;
-		strbuf_addf(out, "%s", jstr(r, "check") ? jstr(r, "check") : "?");
+		strbuf_addf(out, "%s", kb_json_str(r, "check") ? kb_json_str(r, "check") : "?");
 		if (cJSON_IsNumber(ci)) {
 			const cJSON *cfg = cJSON_GetArrayItem(configs, ci->valueint);
 
 			strbuf_addf(out, " (config %d", ci->valueint);
-			if (jstr(cfg, "name"))
-				strbuf_addf(out, " '%s'", jstr(cfg, "name"));
+			if (kb_json_str(cfg, "name"))
+				strbuf_addf(out, " '%s'", kb_json_str(cfg, "name"));
 			if (cJSON_IsNumber(si))
 				strbuf_addf(out, ", seed %d", si->valueint);
 			strbuf_addch(out, ')');
 		}
-		strbuf_addf(out, ": %s\n", jstr(r, "message") ? jstr(r, "message") : "");
+		strbuf_addf(out, ": %s\n", kb_json_str(r, "message") ? kb_json_str(r, "message") : "");
 		if (out->len > 4096)
 			break;
 	}

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/util.h"
@@ -146,13 +147,6 @@ void srch_write_status(struct srch *s, const cJSON *summary)
 
 /* --- report.md --- */
 
-static double num(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
 static const char *str(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -183,14 +177,14 @@ void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
 
 	strbuf_addstr(out, "\n## LLM search\n\n");
 	kb_md_table_head(out, head, ARRAY_SIZE(head), "rrrrrrrr");
-	snprintf(c[0], sizeof(c[0]), "%.0f", num(summary, "candidates"));
-	snprintf(c[1], sizeof(c[1]), "%.0f", num(summary, "verified"));
-	snprintf(c[2], sizeof(c[2]), "%.0f of %.0f", num(summary, "generations"), num(summary, "generations_planned"));
-	snprintf(c[3], sizeof(c[3]), "%.0f of 64", num(summary, "filled_cells"));
-	snprintf(c[4], sizeof(c[4]), "%.0f", num(llm, "calls"));
-	snprintf(c[5], sizeof(c[5]), "%.0f", num(llm, "prompt_tokens") + num(llm, "completion_tokens"));
-	snprintf(c[6], sizeof(c[6]), "$%.4f", num(llm, "cost_usd"));
-	kb_md_fmt_duration(c[7], sizeof(c[7]), num(summary, "wall_s"));
+	snprintf(c[0], sizeof(c[0]), "%.0f", kb_json_num(summary, "candidates", NAN));
+	snprintf(c[1], sizeof(c[1]), "%.0f", kb_json_num(summary, "verified", NAN));
+	snprintf(c[2], sizeof(c[2]), "%.0f of %.0f", kb_json_num(summary, "generations", NAN), kb_json_num(summary, "generations_planned", NAN));
+	snprintf(c[3], sizeof(c[3]), "%.0f of 64", kb_json_num(summary, "filled_cells", NAN));
+	snprintf(c[4], sizeof(c[4]), "%.0f", kb_json_num(llm, "calls", NAN));
+	snprintf(c[5], sizeof(c[5]), "%.0f", kb_json_num(llm, "prompt_tokens", NAN) + kb_json_num(llm, "completion_tokens", NAN));
+	snprintf(c[6], sizeof(c[6]), "$%.4f", kb_json_num(llm, "cost_usd", NAN));
+	kb_md_fmt_duration(c[7], sizeof(c[7]), kb_json_num(summary, "wall_s", NAN));
 	for (int i = 0; i < 8; i++)
 		cells[i] = c[i];
 	kb_md_table_row(out, cells, ARRAY_SIZE(cells));
@@ -202,15 +196,15 @@ void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
 	}
 	strbuf_addstr(out, ".");
 	if (cJSON_IsObject(best)) {
-		strbuf_addf(out, " Best kernel: candidate %.0f (", num(best, "candidate_id"));
+		strbuf_addf(out, " Best kernel: candidate %.0f (", kb_json_num(best, "candidate_id", NAN));
 		kb_md_escape(out, str(best, "proposer") ? str(best, "proposer") : "?");
 		if (str(best, "model")) {
 			strbuf_addstr(out, " by ");
 			kb_md_code(out, str(best, "model"), false);
 		}
-		strbuf_addf(out, ", generation %.0f, island %.0f", num(best, "generation"), num(best, "island"));
-		if (!isnan(num(best, "speedup")))
-			strbuf_addf(out, ", %.2fx over eager while searching", num(best, "speedup"));
+		strbuf_addf(out, ", generation %.0f, island %.0f", kb_json_num(best, "generation", NAN), kb_json_num(best, "island", NAN));
+		if (!isnan(kb_json_num(best, "speedup", NAN)))
+			strbuf_addf(out, ", %.2fx over eager while searching", kb_json_num(best, "speedup", NAN));
 		strbuf_addstr(out, ").");
 	}
 	strbuf_addch(out, '\n');
@@ -235,9 +229,9 @@ void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
 			char t[32], x[32], id[32];
 			const char *row[3] = { t, x, id };
 
-			kb_md_fmt_duration(t, sizeof(t), num(h, "t_s"));
-			kb_md_fmt_speedup(x, sizeof(x), num(h, "speedup"));
-			snprintf(id, sizeof(id), "%.0f", num(h, "candidate_id"));
+			kb_md_fmt_duration(t, sizeof(t), kb_json_num(h, "t_s", NAN));
+			kb_md_fmt_speedup(x, sizeof(x), kb_json_num(h, "speedup", NAN));
+			snprintf(id, sizeof(id), "%.0f", kb_json_num(h, "candidate_id", NAN));
 			kb_md_table_row(out, row, 3);
 		}
 	}
@@ -247,13 +241,13 @@ void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
 	} else {
 		char p[16], r[16];
 
-		pct(p, sizeof(p), num(vf, "precision"));
-		pct(r, sizeof(r), num(vf, "recall"));
+		pct(p, sizeof(p), kb_json_num(vf, "precision", NAN));
+		pct(r, sizeof(r), kb_json_num(vf, "recall", NAN));
 		strbuf_addf(out, "Precision %s, recall %s (%.0f true and %.0f false rejections, %.0f missed, %.0f "
 			    "rightly passed). A rejection by the compile, numerics or memory verifier is a "
 			    "positive; the harness's verdict is the truth. Rejected kernels are only run when "
-			    "audited, so precision rests on the audited share.\n", p, r, num(vf, "tp"),
-			    num(vf, "fp"), num(vf, "fn"), num(vf, "tn"));
+			    "audited, so precision rests on the audited share.\n", p, r, kb_json_num(vf, "tp", NAN),
+			    kb_json_num(vf, "fp", NAN), kb_json_num(vf, "fn", NAN), kb_json_num(vf, "tn", NAN));
 	}
 	strbuf_release(&sb);
 }

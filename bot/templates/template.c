@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "templates/template.h"
 #include "templates/tmpl_priv.h"
 #include "core/log.h"
@@ -338,13 +339,6 @@ static int bad(struct strbuf *why, const char *fmt, ...)
 	return -1;
 }
 
-static const char *json_str(const cJSON *o, const char *key)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(it) ? it->valuestring : NULL;
-}
-
 static int parse_shape(const cJSON *arr, int *ndim, int64_t *shape)
 {
 	const cJSON *it;
@@ -472,8 +466,8 @@ static int parse_inputs(struct tgraph *g, const cJSON *arr, struct strbuf *why)
 	g->in = xcalloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(*g->in));
 	cJSON_ArrayForEach(it, arr) {
 		struct tinput *in = &g->in[n];
-		const char *name = json_str(it, "name");
-		const char *kind = json_str(it, "kind");
+		const char *name = kb_json_str(it, "name");
+		const char *kind = kb_json_str(it, "kind");
 		const cJSON *idx = cJSON_GetObjectItemCaseSensitive(it, "index");
 		const cJSON *val = cJSON_GetObjectItemCaseSensitive(it, "value");
 
@@ -497,17 +491,17 @@ static int parse_inputs(struct tgraph *g, const cJSON *arr, struct strbuf *why)
 			in->kind = TK_SCALAR;
 		else
 			return bad(why, "analysis: input '%s' has unknown kind '%s'", name, kind);
-		in->dtype = parse_dtype(json_str(it, "dtype"));
+		in->dtype = parse_dtype(kb_json_str(it, "dtype"));
 		if (in->kind == TK_SCALAR) {
 			if (in->dtype == TD_OTHER)
 				in->dtype = TD_F64;
 			in->value = cJSON_IsNumber(val) ? val->valuedouble :
 				    cJSON_IsTrue(val) ? 1 : 0;
-		} else if (!json_str(it, "dtype")) {
+		} else if (!kb_json_str(it, "dtype")) {
 			return bad(why, "analysis: input '%s' has no dtype", name);
 		} else if (in->dtype == TD_OTHER) {
 			return refuse(why, "input '%s' has dtype '%s', which the templates do not cover",
-				      name, json_str(it, "dtype"));
+				      name, kb_json_str(it, "dtype"));
 		}
 		if (parse_shape(cJSON_GetObjectItemCaseSensitive(it, "shape"), &in->ndim, in->shape))
 			return bad(why, "analysis: input '%s' has a bad shape", name);
@@ -527,8 +521,8 @@ static int parse_nodes(struct tgraph *g, const cJSON *arr, struct strbuf *why)
 	g->nodes = xcalloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(*g->nodes));
 	cJSON_ArrayForEach(it, arr) {
 		struct tnode *nd = &g->nodes[n];
-		const char *name = json_str(it, "name");
-		const char *op = json_str(it, "op");
+		const char *name = kb_json_str(it, "name");
+		const char *op = kb_json_str(it, "op");
 		const cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "args");
 		const cJSON *a;
 		int k, rc;
@@ -542,7 +536,7 @@ static int parse_nodes(struct tgraph *g, const cJSON *arr, struct strbuf *why)
 		g->nr_nodes = ++n;
 		k = texpr_op_from_name(op);
 		nd->op = k < 0 ? OP_MAIN : (enum top)k;
-		nd->dtype = parse_dtype(json_str(it, "dtype"));
+		nd->dtype = parse_dtype(kb_json_str(it, "dtype"));
 		if (parse_shape(cJSON_GetObjectItemCaseSensitive(it, "shape"), &nd->ndim, nd->shape))
 			return bad(why, "analysis: node '%s' has a bad shape", name);
 		if (args && !cJSON_IsArray(args))
@@ -696,8 +690,8 @@ int kb_template_new(struct kb_template **out, const cJSON *analysis, enum kb_bac
 		return bad(why, "templates need a concrete backend (cuda or cpu)");
 	if (!cJSON_IsObject(analysis))
 		return bad(why, "analysis is not an object");
-	family = json_str(analysis, "family");
-	reason = json_str(analysis, "why");
+	family = kb_json_str(analysis, "family");
+	reason = kb_json_str(analysis, "why");
 	it = cJSON_GetObjectItemCaseSensitive(analysis, "traced");
 	if (cJSON_IsFalse(it))
 		return refuse(why, "operator could not be traced: %s", reason ? reason : "no reason given");
@@ -724,7 +718,7 @@ int kb_template_new(struct kb_template **out, const cJSON *analysis, enum kb_bac
 		const cJSON *b;
 
 		cJSON_ArrayForEach(b, it) {
-			const char *ref = json_str(b, "ref"), *pat = json_str(b, "pattern");
+			const char *ref = kb_json_str(b, "ref"), *pat = kb_json_str(b, "pattern");
 			int k = ref ? find_input(&t->g, ref) : -1;
 
 			if (k < 0 || !pat)

@@ -418,6 +418,36 @@ void texpr_need_arg(const struct tgraph *g, bool *want, const struct targ *a)
 		texpr_need(g, want, a->idx);
 }
 
+/* pow: a constant exponent as torch computes it, else powf */
+static void emit_pow(struct strbuf *out, const struct tnode *n, char **A)
+{
+	if (n->args[1].kind == TA_CONST) {
+		double e = n->args[1].value;
+
+		/* torch's pow special-cases these exponents */
+		if (e == 2)
+			strbuf_addf(out, "(%s * %s)", A[0], A[0]);
+		else if (e == 3)
+			strbuf_addf(out, "(%s * %s * %s)", A[0], A[0], A[0]);
+		else if (e == 1)
+			strbuf_addf(out, "(%s)", A[0]);
+		else if (e == 0)
+			strbuf_addstr(out, "1.0f");
+		else if (e == 0.5)
+			strbuf_addf(out, "sqrtf(%s)", A[0]);
+		else if (e == -0.5)
+			strbuf_addf(out, "(1.0f / sqrtf(%s))", A[0]);
+		else if (e == -1)
+			strbuf_addf(out, "(1.0f / %s)", A[0]);
+		else if (e == -2)
+			strbuf_addf(out, "(1.0f / (%s * %s))", A[0], A[0]);
+		else
+			strbuf_addf(out, "powf(%s, %s)", A[0], A[1]);
+	} else {
+		strbuf_addf(out, "powf(%s, %s)", A[0], A[1]);
+	}
+}
+
 static void emit_expr(struct strbuf *out, const struct tnode *n, char **A, const struct texpr_env *env)
 {
 	switch (n->op) {
@@ -447,33 +477,7 @@ static void emit_expr(struct strbuf *out, const struct tnode *n, char **A, const
 	case OP_LOG: strbuf_addf(out, "logf(%s)", A[0]); break;
 	case OP_SQRT: strbuf_addf(out, "sqrtf(%s)", A[0]); break;
 	case OP_RSQRT: strbuf_addf(out, "(1.0f / sqrtf(%s))", A[0]); break;
-	case OP_POW:
-		if (n->args[1].kind == TA_CONST) {
-			double e = n->args[1].value;
-
-			/* torch's pow special-cases these exponents */
-			if (e == 2)
-				strbuf_addf(out, "(%s * %s)", A[0], A[0]);
-			else if (e == 3)
-				strbuf_addf(out, "(%s * %s * %s)", A[0], A[0], A[0]);
-			else if (e == 1)
-				strbuf_addf(out, "(%s)", A[0]);
-			else if (e == 0)
-				strbuf_addstr(out, "1.0f");
-			else if (e == 0.5)
-				strbuf_addf(out, "sqrtf(%s)", A[0]);
-			else if (e == -0.5)
-				strbuf_addf(out, "(1.0f / sqrtf(%s))", A[0]);
-			else if (e == -1)
-				strbuf_addf(out, "(1.0f / %s)", A[0]);
-			else if (e == -2)
-				strbuf_addf(out, "(1.0f / (%s * %s))", A[0], A[0]);
-			else
-				strbuf_addf(out, "powf(%s, %s)", A[0], A[1]);
-		} else {
-			strbuf_addf(out, "powf(%s, %s)", A[0], A[1]);
-		}
-		break;
+	case OP_POW: emit_pow(out, n, A); break;
 	case OP_RELU: strbuf_addf(out, "kb_relu(%s)", A[0]); break;
 	case OP_LEAKY_RELU:
 		strbuf_addf(out, "kb_leaky(%s, ", A[0]);
@@ -615,22 +619,307 @@ static bool grad_target(struct strbuf *out, const struct targ *a, const bool *gi
 	return false;
 }
 
-static void acc(struct strbuf *out, const char *indent, const struct targ *a, const bool *ginput,
-		const char *fmt, ...) KB_PRINTF(5, 6);
-static void acc(struct strbuf *out, const char *indent, const struct targ *a, const bool *ginput,
-		const char *fmt, ...)
+/*
+ * One node's step in reverse mode: its gradient G, its value V and the
+ * texts of its arguments A; the steps below add to the gradients of its
+ * arguments (acc).
+ */
+struct bwd_step {
+	struct strbuf *out;
+	const char *indent;
+	const bool *ginput;
+	const struct tnode *n;
+	const struct texpr_env *env;
+	char **A;
+	const char *G, *V;
+};
+
+static void acc(const struct bwd_step *s, const struct targ *a, const char *fmt, ...) KB_PRINTF(3, 4);
+static void acc(const struct bwd_step *s, const struct targ *a, const char *fmt, ...)
 {
 	struct strbuf target = STRBUF_INIT;
 	va_list ap;
 
-	if (grad_target(&target, a, ginput)) {
-		strbuf_addf(out, "%s%s += ", indent, target.buf);
+	if (grad_target(&target, a, s->ginput)) {
+		strbuf_addf(s->out, "%s%s += ", s->indent, target.buf);
 		va_start(ap, fmt);
-		strbuf_vaddf(out, fmt, ap);
+		strbuf_vaddf(s->out, fmt, ap);
 		va_end(ap);
-		strbuf_addstr(out, ";\n");
+		strbuf_addstr(s->out, ";\n");
 	}
 	strbuf_release(&target);
+}
+
+
+/* arithmetic and elementary functions; false for an op it does not cover */
+static bool bwd_arith(const struct bwd_step *s)
+{
+	const struct tnode *n = s->n;
+	const struct targ *a0 = &n->args[0], *a1 = &n->args[1];
+	const char *G = s->G, *V = s->V;
+	char **A = s->A;
+	const struct texpr_env *env = s->env;
+	struct strbuf f = STRBUF_INIT;
+	bool handled = true;
+
+	switch (n->op) {
+	case OP_ADD:
+	case OP_SUB:
+		acc(s, a0, "%s", G);
+		ptext(&f, n, 0, env);
+		acc(s, a1, "%s%s * %s", n->op == OP_SUB ? "-" : "", f.buf, G);
+		break;
+	case OP_MUL:
+		acc(s, a0, "%s * %s", G, A[1]);
+		acc(s, a1, "%s * %s", G, A[0]);
+		break;
+	case OP_DIV:
+		acc(s, a0, "%s / %s", G, A[1]);
+		acc(s, a1, "-%s * %s / (%s * %s)", G, A[0], A[1], A[1]);
+		break;
+	case OP_NEG:
+		acc(s, a0, "-%s", G);
+		break;
+	case OP_ABS:
+		acc(s, a0, "%s * kb_sign(%s)", G, A[0]);
+		break;
+	case OP_EXP:
+		acc(s, a0, "%s * %s", G, V);
+		break;
+	case OP_LOG:
+		acc(s, a0, "%s / %s", G, A[0]);
+		break;
+	case OP_SQRT:
+		acc(s, a0, "%s / (2.0f * %s)", G, V);
+		break;
+	case OP_RSQRT:
+		acc(s, a0, "-0.5f * %s * %s * %s * %s", G, V, V, V);
+		break;
+	case OP_SQUARE:
+		acc(s, a0, "%s * 2.0f * %s", G, A[0]);
+		break;
+	case OP_RECIPROCAL:
+		acc(s, a0, "-%s * (%s * %s)", G, V, V);
+		break;
+	case OP_LOG1P:
+		acc(s, a0, "%s / (%s + 1.0f)", G, A[0]);
+		break;
+	case OP_EXPM1:
+		acc(s, a0, "%s * (%s + 1.0f)", G, V);
+		break;
+	case OP_SIN:
+		acc(s, a0, "%s * cosf(%s)", G, A[0]);
+		break;
+	case OP_COS:
+		acc(s, a0, "-%s * sinf(%s)", G, A[0]);
+		break;
+	case OP_ERF:
+		acc(s, a0, "%s * 1.12837916709551257390f * expf(-%s * %s)",
+		    G, A[0], A[0]);
+		break;
+	case OP_IDENTITY:
+		acc(s, a0, "%s", G);
+		break;
+	case OP_SQDIFF:
+		acc(s, a0, "%s * 2.0f * (%s - %s)", G, A[0], A[1]);
+		acc(s, a1, "-%s * 2.0f * (%s - %s)", G, A[0], A[1]);
+		break;
+	case OP_HUBER:
+		ptext(&f, n, 0, env);
+		acc(s, a0, "%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",
+		    G, A[0], A[1], f.buf, A[0], A[1], f.buf, A[0], A[1]);
+		acc(s, a1, "-%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",
+		    G, A[0], A[1], f.buf, A[0], A[1], f.buf, A[0], A[1]);
+		break;
+	default:
+		handled = false;
+		break;
+	}
+	strbuf_release(&f);
+	return handled;
+}
+
+/* pow: by its exponent, a constant or a tensor */
+static void bwd_pow(const struct bwd_step *s)
+{
+	const struct targ *a0 = &s->n->args[0], *a1 = &s->n->args[1];
+	const char *G = s->G, *V = s->V;
+	char **A = s->A;
+	struct strbuf f = STRBUF_INIT, em1 = STRBUF_INIT;
+	double e;
+
+	if (a1->kind != TA_CONST) {
+		acc(s, a0, "%s * %s * powf(%s, %s - 1.0f)", G, A[1], A[0], A[1]);
+		acc(s, a1, "%s * ((%s == 0.0f && %s >= 0.0f) ? 0.0f : %s * logf(%s))", G, A[0], A[1],
+		    V, A[0]);
+		return;
+	}
+	e = a1->value;
+	if (e == 0)
+		return;
+	texpr_float(&f, e);
+	if (e == 1) {
+		acc(s, a0, "%s", G);
+	} else if (e == 2) {
+		acc(s, a0, "%s * 2.0f * %s", G, A[0]);
+	} else {
+		texpr_float(&em1, e - 1);
+		acc(s, a0, "%s * %s * powf(%s, %s)", G, f.buf, A[0], em1.buf);
+	}
+	strbuf_release(&f);
+	strbuf_release(&em1);
+}
+
+/* activations; false for an op it does not cover */
+static bool bwd_activation(const struct bwd_step *s)
+{
+	const struct tnode *n = s->n;
+	const struct targ *a0 = &n->args[0];
+	const char *G = s->G, *V = s->V;
+	char **A = s->A;
+	const struct texpr_env *env = s->env;
+	struct strbuf f = STRBUF_INIT;
+	bool handled = true;
+
+	switch (n->op) {
+	case OP_RELU:
+		acc(s, a0, "(%s <= 0.0f ? 0.0f : %s)", V, G);
+		break;
+	case OP_LEAKY_RELU:
+		ptext(&f, n, 0, env);
+		acc(s, a0, "(%s > 0.0f ? %s : %s * %s)", A[0], G, G, f.buf);
+		break;
+	case OP_GELU:
+		acc(s, a0, "%s(%s, %s)",
+		    n->p[0] ? "kb_gelu_tanh_bwd" : "kb_gelu_bwd", G, A[0]);
+		break;
+	case OP_SILU:
+		acc(s, a0,
+		    "%s * kb_sigmoid(%s) * (1.0f + %s * (1.0f - kb_sigmoid(%s)))", G, A[0],
+		    A[0], A[0]);
+		break;
+	case OP_SIGMOID:
+		acc(s, a0, "%s * (1.0f - %s) * %s", G, V, V);
+		break;
+	case OP_TANH:
+		acc(s, a0, "%s * (1.0f - %s * %s)", G, V, V);
+		break;
+	case OP_SOFTPLUS: {
+		struct strbuf beta = STRBUF_INIT, th = STRBUF_INIT;
+
+		ptext(&beta, n, 0, env);
+		ptext(&th, n, 1, env);
+		acc(s, a0,
+		    "(%s * %s > %s ? %s : %s * expf(%s * %s) / (expf(%s * %s) + 1.0f))", A[0],
+		    beta.buf, th.buf, G, G, A[0], beta.buf, A[0], beta.buf);
+		strbuf_release(&beta);
+		strbuf_release(&th);
+		break;
+	}
+	case OP_ELU:
+	case OP_SELU: {
+		struct strbuf s1 = STRBUF_INIT, s2 = STRBUF_INIT, s3 = STRBUF_INIT;
+
+		if (n->op == OP_SELU) {
+			texpr_float(&s1, 1.6732632423543772848170429916717);
+			texpr_float(&s2, 1.0);
+			texpr_float(&s3, 1.0507009873554804934193349852946);
+		} else {
+			ptext(&s1, n, 0, env);
+			ptext(&s2, n, 2, env);
+			ptext(&s3, n, 1, env);
+		}
+		/* x <= 0: g * input_scale * alpha * scale * exp(x * input_scale) */
+		acc(s, a0,
+		    "(%s <= 0.0f ? %s * %s * %s * %s * expf(%s * %s) : %s * %s)", A[0], G, s2.buf,
+		    s1.buf, s3.buf, A[0], s2.buf, G, s3.buf);
+		strbuf_release(&s1);
+		strbuf_release(&s2);
+		strbuf_release(&s3);
+		break;
+	}
+	case OP_HARDSIGMOID:
+		acc(s, a0, "((%s > -3.0f && %s < 3.0f) ? %s / 6.0f : 0.0f)",
+		    A[0], A[0], G);
+		break;
+	case OP_HARDSWISH:
+		acc(s, a0,
+		    "(%s < -3.0f ? 0.0f : (%s <= 3.0f ? %s * (%s / 3.0f + 0.5f) : %s))", A[0],
+		    A[0], G, A[0], G);
+		break;
+	case OP_MISH:
+		acc(s, a0, "kb_mish_bwd(%s, %s)", G, A[0]);
+		break;
+	default:
+		handled = false;
+		break;
+	}
+	strbuf_release(&f);
+	return handled;
+}
+
+/* clamps, minimum, maximum and where: the gradient goes one way or none; false for an op it does not cover */
+static bool bwd_select(const struct bwd_step *s)
+{
+	const struct tnode *n = s->n;
+	const struct targ *a0 = &n->args[0], *a1 = &n->args[1], *a2 = &n->args[2];
+	const char *G = s->G;
+	char **A = s->A;
+	const struct texpr_env *env = s->env;
+	bool handled = true;
+
+	switch (n->op) {
+	case OP_HARDTANH:
+	case OP_RELU6: {
+		struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
+
+		ptext(&lo, n, 0, env);
+		ptext(&hi, n, 1, env);
+		acc(s, a0, "((%s <= %s || %s >= %s) ? 0.0f : %s)", A[0],
+		    lo.buf, A[0], hi.buf, G);
+		strbuf_release(&lo);
+		strbuf_release(&hi);
+		break;
+	}
+	case OP_CLAMP: {
+		struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
+
+		ptext(&lo, n, 0, env);
+		ptext(&hi, n, 1, env);
+		if (n->p[2] && n->p[3])
+			acc(s, a0, "((%s >= %s && %s <= %s) ? %s : 0.0f)", A[0],
+			    lo.buf, A[0], hi.buf, G);
+		else if (n->p[2])
+			acc(s, a0, "(%s >= %s ? %s : 0.0f)", A[0], lo.buf, G);
+		else if (n->p[3])
+			acc(s, a0, "(%s <= %s ? %s : 0.0f)", A[0], hi.buf, G);
+		else
+			acc(s, a0, "%s", G);
+		strbuf_release(&lo);
+		strbuf_release(&hi);
+		break;
+	}
+	case OP_MINIMUM:
+		acc(s, a0, "(%s == %s ? %s * 0.5f : (%s < %s ? %s : 0.0f))",
+		    A[0], A[1], G, A[0], A[1], G);
+		acc(s, a1, "(%s == %s ? %s * 0.5f : (%s < %s ? %s : 0.0f))",
+		    A[0], A[1], G, A[1], A[0], G);
+		break;
+	case OP_MAXIMUM:
+		acc(s, a0, "(%s == %s ? %s * 0.5f : (%s > %s ? %s : 0.0f))",
+		    A[0], A[1], G, A[0], A[1], G);
+		acc(s, a1, "(%s == %s ? %s * 0.5f : (%s > %s ? %s : 0.0f))",
+		    A[0], A[1], G, A[1], A[0], G);
+		break;
+	case OP_WHERE:
+		acc(s, a1, "(%s != 0.0f ? %s : 0.0f)", A[0], G);
+		acc(s, a2, "(%s != 0.0f ? 0.0f : %s)", A[0], G);
+		break;
+	default:
+		handled = false;
+		break;
+	}
+	return handled;
 }
 
 int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *want,
@@ -639,10 +928,10 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 {
 	for (size_t k = g->nr_nodes; k-- > 0;) {
 		const struct tnode *n = &g->nodes[k];
-		const struct targ *a0 = &n->args[0], *a1 = &n->args[1], *a2 = &n->args[2];
-		struct strbuf gv = STRBUF_INIT, v = STRBUF_INIT, f = STRBUF_INIT;
+		struct strbuf gv = STRBUF_INIT, v = STRBUF_INIT;
 		char *A[TMAX_ARGS];
-		const char *G, *V;
+		struct bwd_step s = { .out = out, .indent = indent, .ginput = ginput, .n = n, .env = env,
+				      .A = A };
 
 		if (!want[k] || (stop && stop[k]) || (env->node && env->node[k]))
 			continue;
@@ -653,225 +942,16 @@ int texpr_emit_backward(struct strbuf *out, const struct tgraph *g, const bool *
 		arg_texts(g, n, env, A);
 		strbuf_addf(&gv, "g%zu", k);
 		local_name(&v, env, (int)k);
-		G = gv.buf;
-		V = v.buf;
-		switch (n->op) {
-		case OP_ADD:
-		case OP_SUB:
-			acc(out, indent, a0, ginput, "%s", G);
-			ptext(&f, n, 0, env);
-			acc(out, indent, a1, ginput, "%s%s * %s", n->op == OP_SUB ? "-" : "", f.buf, G);
-			break;
-		case OP_MUL:
-			acc(out, indent, a0, ginput, "%s * %s", G, A[1]);
-			acc(out, indent, a1, ginput, "%s * %s", G, A[0]);
-			break;
-		case OP_DIV:
-			acc(out, indent, a0, ginput, "%s / %s", G, A[1]);
-			acc(out, indent, a1, ginput, "-%s * %s / (%s * %s)", G, A[0], A[1], A[1]);
-			break;
-		case OP_NEG:
-			acc(out, indent, a0, ginput, "-%s", G);
-			break;
-		case OP_ABS:
-			acc(out, indent, a0, ginput, "%s * kb_sign(%s)", G, A[0]);
-			break;
-		case OP_EXP:
-			acc(out, indent, a0, ginput, "%s * %s", G, V);
-			break;
-		case OP_LOG:
-			acc(out, indent, a0, ginput, "%s / %s", G, A[0]);
-			break;
-		case OP_SQRT:
-			acc(out, indent, a0, ginput, "%s / (2.0f * %s)", G, V);
-			break;
-		case OP_RSQRT:
-			acc(out, indent, a0, ginput, "-0.5f * %s * %s * %s * %s", G, V, V, V);
-			break;
-		case OP_POW:
-			if (a1->kind == TA_CONST) {
-				double e = a1->value;
-
-				if (e == 0)
-					break;
-				texpr_float(&f, e);
-				if (e == 1)
-					acc(out, indent, a0, ginput, "%s", G);
-				else if (e == 2)
-					acc(out, indent, a0, ginput, "%s * 2.0f * %s", G, A[0]);
-				else {
-					struct strbuf em1 = STRBUF_INIT;
-
-					texpr_float(&em1, e - 1);
-					acc(out, indent, a0, ginput, "%s * %s * powf(%s, %s)", G, f.buf,
-					    A[0], em1.buf);
-					strbuf_release(&em1);
-				}
-			} else {
-				acc(out, indent, a0, ginput, "%s * %s * powf(%s, %s - 1.0f)", G, A[1],
-				    A[0], A[1]);
-				acc(out, indent, a1, ginput,
-				    "%s * ((%s == 0.0f && %s >= 0.0f) ? 0.0f : %s * logf(%s))", G, A[0],
-				    A[1], V, A[0]);
-			}
-			break;
-		case OP_RELU:
-			acc(out, indent, a0, ginput, "(%s <= 0.0f ? 0.0f : %s)", V, G);
-			break;
-		case OP_LEAKY_RELU:
-			ptext(&f, n, 0, env);
-			acc(out, indent, a0, ginput, "(%s > 0.0f ? %s : %s * %s)", A[0], G, G, f.buf);
-			break;
-		case OP_GELU:
-			acc(out, indent, a0, ginput, "%s(%s, %s)",
-			    n->p[0] ? "kb_gelu_tanh_bwd" : "kb_gelu_bwd", G, A[0]);
-			break;
-		case OP_SILU:
-			acc(out, indent, a0, ginput,
-			    "%s * kb_sigmoid(%s) * (1.0f + %s * (1.0f - kb_sigmoid(%s)))", G, A[0],
-			    A[0], A[0]);
-			break;
-		case OP_SIGMOID:
-			acc(out, indent, a0, ginput, "%s * (1.0f - %s) * %s", G, V, V);
-			break;
-		case OP_TANH:
-			acc(out, indent, a0, ginput, "%s * (1.0f - %s * %s)", G, V, V);
-			break;
-		case OP_SOFTPLUS: {
-			struct strbuf beta = STRBUF_INIT, th = STRBUF_INIT;
-
-			ptext(&beta, n, 0, env);
-			ptext(&th, n, 1, env);
-			acc(out, indent, a0, ginput,
-			    "(%s * %s > %s ? %s : %s * expf(%s * %s) / (expf(%s * %s) + 1.0f))", A[0],
-			    beta.buf, th.buf, G, G, A[0], beta.buf, A[0], beta.buf);
-			strbuf_release(&beta);
-			strbuf_release(&th);
-			break;
-		}
-		case OP_ELU:
-		case OP_SELU: {
-			struct strbuf s1 = STRBUF_INIT, s2 = STRBUF_INIT, s3 = STRBUF_INIT;
-
-			if (n->op == OP_SELU) {
-				texpr_float(&s1, 1.6732632423543772848170429916717);
-				texpr_float(&s2, 1.0);
-				texpr_float(&s3, 1.0507009873554804934193349852946);
-			} else {
-				ptext(&s1, n, 0, env);
-				ptext(&s2, n, 2, env);
-				ptext(&s3, n, 1, env);
-			}
-			/* x <= 0: g * input_scale * alpha * scale * exp(x * input_scale) */
-			acc(out, indent, a0, ginput,
-			    "(%s <= 0.0f ? %s * %s * %s * %s * expf(%s * %s) : %s * %s)", A[0], G, s2.buf,
-			    s1.buf, s3.buf, A[0], s2.buf, G, s3.buf);
-			strbuf_release(&s1);
-			strbuf_release(&s2);
-			strbuf_release(&s3);
-			break;
-		}
-		case OP_HARDTANH:
-		case OP_RELU6: {
-			struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
-
-			ptext(&lo, n, 0, env);
-			ptext(&hi, n, 1, env);
-			acc(out, indent, a0, ginput, "((%s <= %s || %s >= %s) ? 0.0f : %s)", A[0],
-			    lo.buf, A[0], hi.buf, G);
-			strbuf_release(&lo);
-			strbuf_release(&hi);
-			break;
-		}
-		case OP_CLAMP: {
-			struct strbuf lo = STRBUF_INIT, hi = STRBUF_INIT;
-
-			ptext(&lo, n, 0, env);
-			ptext(&hi, n, 1, env);
-			if (n->p[2] && n->p[3])
-				acc(out, indent, a0, ginput, "((%s >= %s && %s <= %s) ? %s : 0.0f)", A[0],
-				    lo.buf, A[0], hi.buf, G);
-			else if (n->p[2])
-				acc(out, indent, a0, ginput, "(%s >= %s ? %s : 0.0f)", A[0], lo.buf, G);
-			else if (n->p[3])
-				acc(out, indent, a0, ginput, "(%s <= %s ? %s : 0.0f)", A[0], hi.buf, G);
-			else
-				acc(out, indent, a0, ginput, "%s", G);
-			strbuf_release(&lo);
-			strbuf_release(&hi);
-			break;
-		}
-		case OP_HARDSIGMOID:
-			acc(out, indent, a0, ginput, "((%s > -3.0f && %s < 3.0f) ? %s / 6.0f : 0.0f)",
-			    A[0], A[0], G);
-			break;
-		case OP_HARDSWISH:
-			acc(out, indent, a0, ginput,
-			    "(%s < -3.0f ? 0.0f : (%s <= 3.0f ? %s * (%s / 3.0f + 0.5f) : %s))", A[0],
-			    A[0], G, A[0], G);
-			break;
-		case OP_MINIMUM:
-			acc(out, indent, a0, ginput, "(%s == %s ? %s * 0.5f : (%s < %s ? %s : 0.0f))",
-			    A[0], A[1], G, A[0], A[1], G);
-			acc(out, indent, a1, ginput, "(%s == %s ? %s * 0.5f : (%s < %s ? %s : 0.0f))",
-			    A[0], A[1], G, A[1], A[0], G);
-			break;
-		case OP_MAXIMUM:
-			acc(out, indent, a0, ginput, "(%s == %s ? %s * 0.5f : (%s > %s ? %s : 0.0f))",
-			    A[0], A[1], G, A[0], A[1], G);
-			acc(out, indent, a1, ginput, "(%s == %s ? %s * 0.5f : (%s > %s ? %s : 0.0f))",
-			    A[0], A[1], G, A[1], A[0], G);
-			break;
-		case OP_WHERE:
-			acc(out, indent, a1, ginput, "(%s != 0.0f ? %s : 0.0f)", A[0], G);
-			acc(out, indent, a2, ginput, "(%s != 0.0f ? 0.0f : %s)", A[0], G);
-			break;
-		case OP_SQUARE:
-			acc(out, indent, a0, ginput, "%s * 2.0f * %s", G, A[0]);
-			break;
-		case OP_RECIPROCAL:
-			acc(out, indent, a0, ginput, "-%s * (%s * %s)", G, V, V);
-			break;
-		case OP_LOG1P:
-			acc(out, indent, a0, ginput, "%s / (%s + 1.0f)", G, A[0]);
-			break;
-		case OP_EXPM1:
-			acc(out, indent, a0, ginput, "%s * (%s + 1.0f)", G, V);
-			break;
-		case OP_SIN:
-			acc(out, indent, a0, ginput, "%s * cosf(%s)", G, A[0]);
-			break;
-		case OP_COS:
-			acc(out, indent, a0, ginput, "-%s * sinf(%s)", G, A[0]);
-			break;
-		case OP_ERF:
-			acc(out, indent, a0, ginput, "%s * 1.12837916709551257390f * expf(-%s * %s)",
-			    G, A[0], A[0]);
-			break;
-		case OP_MISH:
-			acc(out, indent, a0, ginput, "kb_mish_bwd(%s, %s)", G, A[0]);
-			break;
-		case OP_IDENTITY:
-			acc(out, indent, a0, ginput, "%s", G);
-			break;
-		case OP_SQDIFF:
-			acc(out, indent, a0, ginput, "%s * 2.0f * (%s - %s)", G, A[0], A[1]);
-			acc(out, indent, a1, ginput, "-%s * 2.0f * (%s - %s)", G, A[0], A[1]);
-			break;
-		case OP_HUBER:
-			ptext(&f, n, 0, env);
-			acc(out, indent, a0, ginput, "%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",
-			    G, A[0], A[1], f.buf, A[0], A[1], f.buf, A[0], A[1]);
-			acc(out, indent, a1, ginput, "-%s * (fabsf(%s - %s) < %s ? %s - %s : %s * kb_sign(%s - %s))",
-			    G, A[0], A[1], f.buf, A[0], A[1], f.buf, A[0], A[1]);
-			break;
-		default: /* sign, comparisons: zero gradient */
-			break;
-		}
+		s.G = gv.buf;
+		s.V = v.buf;
+		/* sign and comparisons have a zero gradient: no step covers them */
+		if (n->op == OP_POW)
+			bwd_pow(&s);
+		else if (!bwd_arith(&s) && !bwd_activation(&s))
+			bwd_select(&s);
 		free_texts(A);
 		strbuf_release(&gv);
 		strbuf_release(&v);
-		strbuf_release(&f);
 	}
 	return 0;
 }

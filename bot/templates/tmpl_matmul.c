@@ -63,36 +63,34 @@ static int input_ref(const struct tgraph *g, const cJSON *o, const char *key, in
 	return 0;
 }
 
-int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *why)
+/* the product's kind from mo's "kind"; *kind is its name for messages */
+static int mm_parse_kind(struct tmatmul *mm, const cJSON *mo, const char **kind, struct strbuf *why)
 {
-	struct tgraph *g = &t->g;
-	struct tmatmul *mm = &t->mm;
-	const cJSON *it, *attrs;
-	const char *kind;
-	bool *epi = NULL;
-	int rc = KB_ENOTFOUND, n_dim;
-	enum tdtype dt;
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(mo, "kind");
 
-	if (!cJSON_IsObject(mo)) {
-		strbuf_reset(why);
-		strbuf_addstr(why, "analysis: family 'matmul' without a 'matmul' object");
-		return -1;
-	}
-	it = cJSON_GetObjectItemCaseSensitive(mo, "kind");
-	kind = cJSON_IsString(it) ? it->valuestring : "?";
+	*kind = cJSON_IsString(it) ? it->valuestring : "?";
 	mm->kind = (enum mkind)-1;
 	for (size_t i = 0; i < ARRAY_SIZE(kind_names); i++)
-		if (!strcmp(kind, kind_names[i]))
+		if (!strcmp(*kind, kind_names[i]))
 			mm->kind = (enum mkind)i;
 	if ((int)mm->kind < 0) {
 		strbuf_reset(why);
-		strbuf_addf(why, "matrix product '%s' is not supported by the templates", kind);
+		strbuf_addf(why, "matrix product '%s' is not supported by the templates", *kind);
 		return KB_ENOTFOUND;
 	}
+	return 0;
+}
+
+/* operands a, b and bias, whether b is transposed, and alpha and beta (constant or read from a scalar input) */
+static int mm_read_operands(const struct tgraph *g, struct tmatmul *mm, const cJSON *mo, const char *kind,
+			    struct strbuf *why)
+{
+	const cJSON *it, *attrs;
+	int rc;
+
 	if ((rc = input_ref(g, mo, "a", &mm->a, why)) || (rc = input_ref(g, mo, "b", &mm->b, why)) ||
 	    (rc = input_ref(g, mo, "bias", &mm->bias, why)))
 		return rc;
-	rc = KB_ENOTFOUND;
 	if (mm->a < 0 || mm->b < 0) {
 		strbuf_reset(why);
 		strbuf_addstr(why, "analysis: matmul without operands");
@@ -120,10 +118,16 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 		strbuf_addf(why, "'%s' with a transposed first operand is not supported", kind);
 		return KB_ENOTFOUND;
 	}
+	return 0;
+}
 
-	/* the product's node */
+/* the product's node (mo's "node", else the first main op); one output, no backward */
+static int mm_find_main(struct tgraph *g, struct tmatmul *mm, const cJSON *mo, const char *kind,
+			struct strbuf *why)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(mo, "node");
+
 	mm->main = -1;
-	it = cJSON_GetObjectItemCaseSensitive(mo, "node");
 	if (cJSON_IsString(it)) {
 		struct targ a;
 
@@ -149,9 +153,16 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 		strbuf_addf(why, "the backward of '%s' is not supported by the templates", kind);
 		return KB_ENOTFOUND;
 	}
+	return 0;
+}
 
-	/* dtypes: one floating dtype for operands and output */
-	dt = g->in[mm->a].dtype;
+/* dtypes: one floating dtype for operands and output */
+static int mm_check_dtypes(struct kb_template *t, const char *kind, struct strbuf *why)
+{
+	const struct tgraph *g = &t->g;
+	const struct tmatmul *mm = &t->mm;
+	enum tdtype dt = g->in[mm->a].dtype;
+
 	t->out_dtype = g->nodes[g->outs[0].idx].dtype == TD_OTHER ? dt : g->nodes[g->outs[0].idx].dtype;
 	if ((dt != TD_F32 && dt != TD_F16 && dt != TD_BF16) || g->in[mm->b].dtype != dt ||
 	    t->out_dtype != dt || (mm->bias >= 0 && g->in[mm->bias].dtype != dt)) {
@@ -160,9 +171,15 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 			    kind, tmpl_dtype_name(dt));
 		return KB_ENOTFOUND;
 	}
+	return 0;
+}
 
-	/* the epilogue: what the output needs past the product */
-	epi = xcalloc(g->nr_nodes + 1, sizeof(bool));
+/* the epilogue: what the output needs past the product, into mm->epilogue; and the bias's shape */
+static int mm_epilogue(const struct tgraph *g, struct tmatmul *mm, const char *kind, struct strbuf *why)
+{
+	bool *epi = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	int rc = KB_ENOTFOUND, n_dim;
+
 	texpr_need_arg(g, epi, &g->outs[0]);
 	if (!epi[mm->main]) {
 		strbuf_reset(why);
@@ -199,6 +216,15 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 	}
 	mm->epilogue = epi;
 	epi = NULL;
+	rc = 0;
+out:
+	free(epi);
+	return rc;
+}
+
+/* the tuning space, defaults first */
+static void mm_add_params(struct kb_template *t)
+{
 	if (t->backend == KB_BACKEND_CUDA) {
 		static const int64_t algo[] = { 0, 1, 2, 3, 4, 5, 6, 7 };
 		static const int64_t ws[] = { 32, 4 };
@@ -212,10 +238,26 @@ int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *w
 		tmpl_add_param(t, "mb", mb, ARRAY_SIZE(mb));
 		tmpl_add_param(t, "nb", nb, ARRAY_SIZE(nb));
 	}
-	rc = 0;
-out:
-	free(epi);
-	return rc;
+}
+
+int tmpl_matmul_prepare(struct kb_template *t, const cJSON *mo, struct strbuf *why)
+{
+	const char *kind;
+	int rc;
+
+	if (!cJSON_IsObject(mo)) {
+		strbuf_reset(why);
+		strbuf_addstr(why, "analysis: family 'matmul' without a 'matmul' object");
+		return -1;
+	}
+	if ((rc = mm_parse_kind(&t->mm, mo, &kind, why)) ||
+	    (rc = mm_read_operands(&t->g, &t->mm, mo, kind, why)) ||
+	    (rc = mm_find_main(&t->g, &t->mm, mo, kind, why)) ||
+	    (rc = mm_check_dtypes(t, kind, why)) ||
+	    (rc = mm_epilogue(&t->g, &t->mm, kind, why)))
+		return rc;
+	mm_add_params(t);
+	return 0;
 }
 
 /*

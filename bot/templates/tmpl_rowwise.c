@@ -196,50 +196,37 @@ static int to_pointwise(struct kb_template *t, struct strbuf *why)
 	return tmpl_pointwise_prepare(t, why);
 }
 
-int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *why)
+/* the reduction's kind from ro's "kind"; *kind is its name for messages */
+static int row_parse_kind(struct trow *rw, const cJSON *ro, const char **kind, struct strbuf *why)
 {
-	struct tgraph *g = &t->g;
-	struct trow *rw = &t->row;
-	const cJSON *attrs, *it;
-	const char *kind;
-	bool *pro = NULL, *epi = NULL, *listed = NULL;
-	const int64_t *S;
-	int sn, K, rc = KB_ENOTFOUND;
-
-	if (!cJSON_IsObject(ro)) {
-		strbuf_reset(why);
-		strbuf_addstr(why, "analysis: family 'rowwise' without a 'rowwise' object");
-		return -1;
-	}
-	kind = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ro, "kind")) ?
-	       cJSON_GetObjectItemCaseSensitive(ro, "kind")->valuestring : "?";
+	*kind = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(ro, "kind")) ?
+		cJSON_GetObjectItemCaseSensitive(ro, "kind")->valuestring : "?";
 	rw->kind = (enum rkind)-1;
 	for (size_t i = 0; i < ARRAY_SIZE(kind_names); i++)
-		if (!strcmp(kind, kind_names[i]))
+		if (!strcmp(*kind, kind_names[i]))
 			rw->kind = (enum rkind)i;
 	if ((int)rw->kind < 0) {
 		strbuf_reset(why);
-		strbuf_addf(why, "row-wise reduction '%s' is not supported by the templates", kind);
+		strbuf_addf(why, "row-wise reduction '%s' is not supported by the templates", *kind);
 		return KB_ENOTFOUND;
 	}
-	attrs = cJSON_GetObjectItemCaseSensitive(ro, "attrs");
-	rw->prologue = xcalloc(g->nr_nodes + 1, sizeof(bool));
-	rw->epilogue = xcalloc(g->nr_nodes + 1, sizeof(bool));
-	listed = xcalloc(g->nr_nodes + 1, sizeof(bool));
-	mark_list(g, cJSON_GetObjectItemCaseSensitive(ro, "prologue"), listed);
-	mark_list(g, cJSON_GetObjectItemCaseSensitive(ro, "epilogue"), listed);
+	return 0;
+}
 
-	/* the reduction's own node */
+/* the reduction's own node: ro's "node", else the first main op, else the first node not listed as a hook */
+static int row_find_main(struct tgraph *g, struct trow *rw, const cJSON *ro, const bool *listed,
+			 const char *kind, struct strbuf *why)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(ro, "node");
+
 	rw->main = -1;
-	it = cJSON_GetObjectItemCaseSensitive(ro, "node");
 	if (cJSON_IsString(it)) {
 		struct targ a;
 
 		if (tmpl_lookup(g, it->valuestring, &a) || a.kind != TA_NODE) {
 			strbuf_reset(why);
 			strbuf_addf(why, "analysis: rowwise node '%s' is not a node", it->valuestring);
-			rc = -1;
-			goto out;
+			return -1;
 		}
 		rw->main = a.idx;
 	}
@@ -252,46 +239,54 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 	if (rw->main < 0) {
 		strbuf_reset(why);
 		strbuf_addf(why, "analysis: no node for the '%s' reduction", kind);
-		rc = -1;
-		goto out;
+		return -1;
 	}
 	g->nodes[rw->main].op = OP_MAIN;
+	return 0;
+}
 
-	/* what it reads */
-	it = cJSON_GetObjectItemCaseSensitive(ro, "input");
+/* what the reduction reads: its input, weight, bias, target (class weights for cross-entropy) */
+static int row_find_inputs(const struct tgraph *g, struct trow *rw, const cJSON *ro, struct strbuf *why)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(ro, "input");
+	int rc;
+
 	if (cJSON_IsString(it)) {
 		if (tmpl_lookup(g, it->valuestring, &rw->input)) {
 			strbuf_reset(why);
 			strbuf_addf(why, "analysis: rowwise input '%s' is unknown", it->valuestring);
-			rc = -1;
-			goto out;
+			return -1;
 		}
 	} else if (g->nodes[rw->main].nargs > 0) {
 		rw->input = g->nodes[rw->main].args[0];
 	} else {
 		strbuf_reset(why);
 		strbuf_addstr(why, "analysis: rowwise without an input");
-		rc = -1;
-		goto out;
+		return -1;
 	}
 	if (rw->input.kind == TA_NODE && rw->input.idx >= rw->main) {
 		strbuf_reset(why);
 		strbuf_addstr(why, "analysis: rowwise input comes after the reduction");
-		rc = -1;
-		goto out;
+		return -1;
 	}
 	if ((rc = input_field(g, ro, "weight", &rw->weight, why)) ||
 	    (rc = input_field(g, ro, "bias", &rw->bias, why)) ||
 	    (rc = input_field(g, ro, "target", &rw->target, why)))
-		goto out;
-	rc = KB_ENOTFOUND;
+		return rc;
 	rw->class_weight = -1;
 	if (rw->kind == RK_CROSS_ENTROPY) {
 		rw->class_weight = rw->weight;
 		rw->weight = -1;
 	}
+	return 0;
+}
 
-	/* attributes */
+/* the attributes (constant or read from an input), the reduction mode and whether it covers all elements */
+static int row_read_attrs(const struct tgraph *g, struct trow *rw, const cJSON *ro, const cJSON *attrs,
+			  const char *kind, struct strbuf *why)
+{
+	const cJSON *it;
+
 	rw->eps = attr_num(attrs, "eps", rw->kind == RK_RMS_NORM ? FLT_EPSILON : 1e-5, &rw->eps_given);
 	rw->delta = attr_num(attrs, "delta", 1.0, NULL);
 	rw->label_smoothing = attr_num(attrs, "label_smoothing", 0.0, NULL);
@@ -311,54 +306,66 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		else if (strcmp(it->valuestring, "mean")) {
 			strbuf_reset(why);
 			strbuf_addf(why, "'%s' with reduction '%s' is not supported", kind, it->valuestring);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 	}
 	it = cJSON_GetObjectItemCaseSensitive(ro, "rows");
 	rw->all = (cJSON_IsString(it) && !strcmp(it->valuestring, "all")) ||
 		  cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(ro, "dim"));
+	return 0;
+}
+
+/* what each kind needs of its target and rows (a loss with reduction 'none' is left to the caller) */
+static int row_check_kind(const struct tgraph *g, struct trow *rw, const char *kind, struct strbuf *why)
+{
 	if (rw->kind == RK_MSE || rw->kind == RK_HUBER) {
 		if (rw->target < 0) {
 			strbuf_reset(why);
 			strbuf_addf(why, "'%s' without a target is not supported", kind);
-			goto out;
-		}
-		if (rw->reduction == RR_NONE) {
-			rc = to_pointwise(t, why);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		rw->all = true;
 	}
 	if (map_kind(rw->kind) && rw->all) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' over all elements is not supported", kind);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	if (rw->kind == RK_CROSS_ENTROPY) {
 		if (rw->target < 0 || g->in[rw->target].dtype != TD_I64) {
 			strbuf_reset(why);
 			strbuf_addstr(why, "'cross_entropy' needs int64 class targets (probabilities are not supported)");
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		if (rw->class_weight >= 0 && rw->label_smoothing != 0) {
 			strbuf_reset(why);
 			strbuf_addstr(why, "'cross_entropy' with class weights and label smoothing is not supported");
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		rw->all = false;
 	}
+	return 0;
+}
 
-	/* the element space and the reduced dims */
+/* the element space: the shape of what the reduction reads */
+static void row_space(const struct tgraph *g, const struct trow *rw, const int64_t **S, int *sn)
+{
 	if (rw->input.kind == TA_NODE) {
-		S = g->nodes[rw->input.idx].shape;
-		sn = g->nodes[rw->input.idx].ndim;
+		*S = g->nodes[rw->input.idx].shape;
+		*sn = g->nodes[rw->input.idx].ndim;
 	} else {
-		S = g->in[rw->input.idx].shape;
-		sn = g->in[rw->input.idx].ndim;
+		*S = g->in[rw->input.idx].shape;
+		*sn = g->in[rw->input.idx].ndim;
 	}
-	/* the reduced (trailing) dims: row_ndim, else normalized_shape, else the weight's */
-	K = 1;
-	it = cJSON_GetObjectItemCaseSensitive(ro, "row_ndim");
+}
+
+/* the reduced (trailing) dims into rw->norm_ndim: row_ndim, else normalized_shape, else the weight's */
+static int row_reduced_dims(const struct tgraph *g, struct trow *rw, const cJSON *ro, const cJSON *attrs,
+			    int sn, const char *kind, struct strbuf *why)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(ro, "row_ndim");
+	int K = 1;
+
 	if (cJSON_IsNumber(it) && !rw->all) {
 		K = (int)it->valuedouble;
 	} else if (rw->kind == RK_LAYER_NORM || rw->kind == RK_RMS_NORM) {
@@ -377,7 +384,7 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		else if (cJSON_IsArray(dim)) {
 			strbuf_reset(why);
 			strbuf_addf(why, "'%s' over several dims is not supported", kind);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		if (rw->kind == RK_CROSS_ENTROPY && sn == 2 && d == 1)
 			d = -1;
@@ -385,7 +392,7 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 			strbuf_reset(why);
 			strbuf_addf(why, "'%s' over dim %d of %d dims (not the last) is not supported",
 				    kind, d, sn);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 	}
 	if (K < 1)
@@ -393,26 +400,32 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 	if (rw->kind == RK_CROSS_ENTROPY && sn != 2) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'cross_entropy' on %d-d logits (only [N, C]) is not supported", sn);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	if (K > sn)
 		K = sn > 0 ? sn : 1;
 	rw->norm_ndim = K;
+	return 0;
+}
 
-	/* prologue: what the input needs; epilogue: what the outputs need past the reduction */
-	pro = xcalloc(g->nr_nodes + 1, sizeof(bool));
-	epi = xcalloc(g->nr_nodes + 1, sizeof(bool));
+/*
+ * prologue (pro): what the input needs; epilogue (epi): what the outputs
+ * need past the reduction. Both are marked here and checked; rw keeps a copy.
+ */
+static int row_mark_hooks(struct tgraph *g, struct trow *rw, bool *pro, bool *epi, const char *kind,
+			  struct strbuf *why)
+{
 	texpr_need_arg(g, pro, &rw->input);
 	if (g->nr_outs != 1) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' with %zu outputs is not supported", kind, g->nr_outs);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	texpr_need_arg(g, epi, &g->outs[0]);
 	if (g->outs[0].kind != TA_NODE || !epi[rw->main]) {
 		strbuf_reset(why);
 		strbuf_addf(why, "the output of '%s' does not come from its reduction", kind);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	for (size_t k = 0; k < g->nr_nodes; k++) {
 		if (k == (size_t)rw->main)
@@ -421,30 +434,87 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 			strbuf_reset(why);
 			strbuf_addf(why, "op '%s' (node '%s') is not supported around a '%s' reduction",
 				    g->nodes[k].opname, g->nodes[k].name, kind);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		if (epi[k] && (size_t)rw->main > k && !map_kind(rw->kind)) {
 			strbuf_reset(why);
 			strbuf_addf(why, "the epilogue of '%s' reads per-element node '%s'", kind,
 				    g->nodes[k].name);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 	}
 	if (!map_kind(rw->kind) && (rw->kind == RK_ARGMAX || rw->kind == RK_ARGMIN) &&
 	    g->outs[0].idx != rw->main) {
 		strbuf_reset(why);
 		strbuf_addf(why, "an epilogue after '%s' is not supported", kind);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	memcpy(rw->prologue, pro, g->nr_nodes * sizeof(bool));
 	memcpy(rw->epilogue, epi, g->nr_nodes * sizeof(bool));
 	rw->epilogue[rw->main] = false;
+	return 0;
+}
 
-	/* every tensor the hooks read gets a pattern */
+/* the pattern of input in, which the prologue (used_pro) or the epilogue (used_epi) reads */
+static int row_input_pattern(const struct trow *rw, const struct tinput *in, bool used_pro, bool used_epi,
+			     const int64_t *S, int sn, const char *kind, struct strbuf *why)
+{
+	const int K = rw->norm_ndim;
+	enum tpattern p;
+
+	if (in->dtype == TD_F64 || in->dtype == TD_OTHER) {
+		strbuf_reset(why);
+		strbuf_addf(why, "input '%s' has dtype '%s', which the templates do not cover",
+			    in->name, tmpl_dtype_name(in->dtype));
+		return KB_ENOTFOUND;
+	}
+	if (used_pro || map_kind(rw->kind)) {
+		if (infer_pattern(in, S, sn, K, rw->all, &p)) {
+			strbuf_reset(why);
+			strbuf_addf(why, "input '%s' broadcasts against the rows of '%s' in a way the templates do not cover",
+				    in->name, kind);
+			return KB_ENOTFOUND;
+		}
+	} else {
+		int64_t n = numel_of(in->shape, in->ndim);
+		int64_t rows = rw->all || (rw->kind == RK_CROSS_ENTROPY && rw->reduction != RR_NONE) ?
+			       1 : numel_of(S, sn - K);
+
+		if (n == rows)
+			p = TP_FULL;
+		else if (n == 1)
+			p = TP_SCALAR;
+		else {
+			strbuf_reset(why);
+			strbuf_addf(why, "input '%s' after '%s' does not match its output", in->name, kind);
+			return KB_ENOTFOUND;
+		}
+	}
+	if (used_pro && used_epi && !map_kind(rw->kind) && p != TP_SCALAR) {
+		strbuf_reset(why);
+		strbuf_addf(why, "input '%s' is read both before and after '%s'", in->name, kind);
+		return KB_ENOTFOUND;
+	}
+	if (rw->all && p != TP_FULL && p != TP_SCALAR && used_pro) {
+		strbuf_reset(why);
+		strbuf_addf(why, "input '%s' broadcasts inside a full reduction", in->name);
+		return KB_ENOTFOUND;
+	}
+	return (int)p;
+}
+
+/* every tensor the hooks read gets a pattern; weight, bias and class weights must be float32/16 */
+static int row_input_patterns(struct tgraph *g, const struct trow *rw, const bool *pro, const bool *epi,
+			      const char *kind, struct strbuf *why)
+{
+	const int64_t *S;
+	int sn;
+
+	row_space(g, rw, &S, &sn);
 	for (size_t i = 0; i < g->nr_in; i++) {
 		struct tinput *in = &g->in[i];
 		bool used_pro = false, used_epi = false;
-		enum tpattern p;
+		int p;
 
 		if (in->kind == TK_SCALAR)
 			continue;
@@ -462,45 +532,10 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 			used_epi = true;
 		if (!used_pro && !used_epi)
 			continue;
-		if (in->dtype == TD_F64 || in->dtype == TD_OTHER) {
-			strbuf_reset(why);
-			strbuf_addf(why, "input '%s' has dtype '%s', which the templates do not cover",
-				    in->name, tmpl_dtype_name(in->dtype));
-			goto out;
-		}
-		if (used_pro || map_kind(rw->kind)) {
-			if (infer_pattern(in, S, sn, K, rw->all, &p)) {
-				strbuf_reset(why);
-				strbuf_addf(why, "input '%s' broadcasts against the rows of '%s' in a way the templates do not cover",
-					    in->name, kind);
-				goto out;
-			}
-		} else {
-			int64_t n = numel_of(in->shape, in->ndim);
-			int64_t rows = rw->all || (rw->kind == RK_CROSS_ENTROPY && rw->reduction != RR_NONE) ?
-				       1 : numel_of(S, sn - K);
-
-			if (n == rows)
-				p = TP_FULL;
-			else if (n == 1)
-				p = TP_SCALAR;
-			else {
-				strbuf_reset(why);
-				strbuf_addf(why, "input '%s' after '%s' does not match its output", in->name, kind);
-				goto out;
-			}
-		}
-		if (used_pro && used_epi && !map_kind(rw->kind) && p != TP_SCALAR) {
-			strbuf_reset(why);
-			strbuf_addf(why, "input '%s' is read both before and after '%s'", in->name, kind);
-			goto out;
-		}
-		if (rw->all && p != TP_FULL && p != TP_SCALAR && used_pro) {
-			strbuf_reset(why);
-			strbuf_addf(why, "input '%s' broadcasts inside a full reduction", in->name);
-			goto out;
-		}
-		in->pattern = p;
+		p = row_input_pattern(rw, in, used_pro, used_epi, S, sn, kind, why);
+		if (p < 0)
+			return p;
+		in->pattern = (enum tpattern)p;
 	}
 	for (int k = 0; k < 4; k++) {
 		int i = k == 0 ? rw->weight : k == 1 ? rw->bias : k == 2 ? rw->class_weight : -1;
@@ -508,16 +543,25 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		if (i >= 0 && !tmpl_is_float(g->in[i].dtype)) {
 			strbuf_reset(why);
 			strbuf_addf(why, "input '%s' of '%s' is not floating point", g->in[i].name, kind);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 		if (i >= 0 && g->in[i].dtype == TD_F64) {
 			strbuf_reset(why);
 			strbuf_addf(why, "input '%s' has dtype 'float64', which the templates do not cover",
 				    g->in[i].name);
-			goto out;
+			return KB_ENOTFOUND;
 		}
 	}
-	/* the output dtype */
+	return 0;
+}
+
+/* the output dtype, the backward and the row space */
+static int row_check_output(struct kb_template *t, const bool *pro, const bool *epi, const char *kind,
+			    struct strbuf *why)
+{
+	const struct tgraph *g = &t->g;
+	const struct trow *rw = &t->row;
+
 	t->out_dtype = g->nodes[g->outs[0].idx].dtype;
 	if (rw->kind == RK_ARGMAX || rw->kind == RK_ARGMIN)
 		t->out_dtype = TD_I64;
@@ -528,21 +572,27 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' with output dtype '%s' is not supported", kind,
 			    tmpl_dtype_name(t->out_dtype));
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	if (g->backward && !map_kind(rw->kind)) {
 		strbuf_reset(why);
 		strbuf_addf(why, "the backward of '%s' is not supported (softmax, log_softmax, layer_norm, rms_norm are)",
 			    kind);
-		goto out;
+		return KB_ENOTFOUND;
 	}
 	if (g->backward && row_bwd_check(t, pro, epi, why))
-		goto out;
+		return KB_ENOTFOUND;
 	if (row_space_input(t) < 0) {
 		strbuf_reset(why);
 		strbuf_addf(why, "'%s' reads no tensor of its full row space (a broadcast input only)", kind);
-		goto out;
+		return KB_ENOTFOUND;
 	}
+	return 0;
+}
+
+/* the tuning space, defaults first */
+static void row_add_params(struct kb_template *t)
+{
 	if (t->backend == KB_BACKEND_CUDA) {
 		/*
 		 * The first values are the defaults, the tuner's first point:
@@ -562,7 +612,7 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		static const int64_t ept_red[] = { 8, 4, 2, 1 };
 		static const int64_t vec[] = { 4, 1 };
 		static const int64_t split[] = { 1, 0 };
-		const bool map = map_kind(rw->kind);
+		const bool map = map_kind(t->row.kind);
 
 		if (map)
 			tmpl_add_param(t, "threads_per_row", tpr_map, ARRAY_SIZE(tpr_map));
@@ -579,7 +629,53 @@ int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *
 		tmpl_add_param(t, "rows_per_task", rows, ARRAY_SIZE(rows));
 		tmpl_add_param(t, "simd", simd, ARRAY_SIZE(simd));
 	}
-	rc = 0;
+}
+
+int tmpl_rowwise_prepare(struct kb_template *t, const cJSON *ro, struct strbuf *why)
+{
+	struct tgraph *g = &t->g;
+	struct trow *rw = &t->row;
+	const cJSON *attrs;
+	const char *kind;
+	bool *pro = NULL, *epi = NULL, *listed = NULL;
+	int sn, rc;
+	const int64_t *S;
+
+	if (!cJSON_IsObject(ro)) {
+		strbuf_reset(why);
+		strbuf_addstr(why, "analysis: family 'rowwise' without a 'rowwise' object");
+		return -1;
+	}
+	if ((rc = row_parse_kind(rw, ro, &kind, why)))
+		return rc;
+	attrs = cJSON_GetObjectItemCaseSensitive(ro, "attrs");
+	rw->prologue = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	rw->epilogue = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	listed = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	mark_list(g, cJSON_GetObjectItemCaseSensitive(ro, "prologue"), listed);
+	mark_list(g, cJSON_GetObjectItemCaseSensitive(ro, "epilogue"), listed);
+
+	if ((rc = row_find_main(g, rw, ro, listed, kind, why)) ||
+	    (rc = row_find_inputs(g, rw, ro, why)) ||
+	    (rc = row_read_attrs(g, rw, ro, attrs, kind, why)))
+		goto out;
+	/* a loss per element is a pointwise chain */
+	if ((rw->kind == RK_MSE || rw->kind == RK_HUBER) && rw->target >= 0 && rw->reduction == RR_NONE) {
+		rc = to_pointwise(t, why);
+		goto out;
+	}
+	if ((rc = row_check_kind(g, rw, kind, why)))
+		goto out;
+	row_space(g, rw, &S, &sn);
+	if ((rc = row_reduced_dims(g, rw, ro, attrs, sn, kind, why)))
+		goto out;
+	pro = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	epi = xcalloc(g->nr_nodes + 1, sizeof(bool));
+	if ((rc = row_mark_hooks(g, rw, pro, epi, kind, why)) ||
+	    (rc = row_input_patterns(g, rw, pro, epi, kind, why)) ||
+	    (rc = row_check_output(t, pro, epi, kind, why)))
+		goto out;
+	row_add_params(t);
 out:
 	free(pro);
 	free(epi);

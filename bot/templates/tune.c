@@ -1,14 +1,17 @@
 #include "core/common.h"
+#include "core/json.h"
 #include "templates/tune.h"
 #include "templates/template.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/redact.h"
+#include "core/rng.h"
 #include "core/signals.h"
 #include "core/state.h"
 #include "core/strvec.h"
 #include "core/util.h"
 #include "verifier/build.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_client.h"
 #include "verifier/harness_worker.h"
@@ -16,19 +19,9 @@
 
 #include <dirent.h>
 #include <math.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 
 /* --- the search strategy --- */
-
-static uint64_t splitmix64(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
 
 static size_t set_slot(const struct kb_search *s, size_t index)
 {
@@ -144,7 +137,7 @@ static size_t first_batch(struct kb_search *s, size_t *batch)
 		size_t index = 0;
 
 		for (size_t i = 0; i < s->nr; i++)
-			index = index * s->radix[i] + (size_t)(splitmix64(&s->rng) % s->radix[i]);
+			index = index * s->radix[i] + (size_t)(kb_rng_u64(&s->rng) % s->radix[i]);
 		propose(s, index, batch, &n);
 	}
 	for (size_t i = 0; n < want && i < s->total; i++)
@@ -306,9 +299,7 @@ int kb_operator_hash(const char *path, char hex[65])
 {
 	struct strvec files = STRVEC_INIT;
 	struct strbuf sb = STRBUF_INIT, data = STRBUF_INIT;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-	EVP_MD_CTX *ctx = NULL;
+	struct kb_sha256 ctx = { NULL };
 	int rc = -1;
 
 	if (kb_is_file(path)) {
@@ -321,9 +312,7 @@ int kb_operator_hash(const char *path, char hex[65])
 	if (list_files(path, "", 0, &files))
 		goto out;
 	qsort(files.v, files.nr, sizeof(*files.v), cmp_str);
-	ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
-		die("out of memory");
+	kb_sha256_init(&ctx);
 	for (size_t i = 0; i < files.nr; i++) {
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "%s/%s", path, files.v[i]);
@@ -334,16 +323,13 @@ int kb_operator_hash(const char *path, char hex[65])
 		}
 		strbuf_reset(&sb);
 		strbuf_addf(&sb, "%s%c%zu%c", files.v[i], 0, data.len, 0);
-		EVP_DigestUpdate(ctx, sb.buf, sb.len);
-		EVP_DigestUpdate(ctx, data.buf, data.len);
+		kb_sha256_update(&ctx, sb.buf, sb.len);
+		kb_sha256_update(&ctx, data.buf, data.len);
 	}
-	EVP_DigestFinal_ex(ctx, md, &n);
-	for (unsigned int i = 0; i < n && i < 32; i++)
-		xsnprintf(hex + 2 * i, 3, "%02x", md[i]);
-	hex[64] = '\0';
+	kb_sha256_final_hex(&ctx, hex);
 	rc = 0;
 out:
-	EVP_MD_CTX_free(ctx);
+	kb_sha256_release(&ctx);
 	strvec_clear(&files);
 	strbuf_release(&sb);
 	strbuf_release(&data);
@@ -380,62 +366,6 @@ void kb_tune_device_name(const struct kb_verifier *vf, enum kb_backend backend, 
 	if (!out->len)
 		strbuf_addstr(out, "cpu");
 	strbuf_release(&info);
-}
-
-/* --- the timings table --- */
-
-cJSON *kb_timings_get(struct kb_state *st, const char *key)
-{
-	sqlite3 *db = kb_state_db(st);
-	sqlite3_stmt *stmt = NULL;
-	cJSON *v = NULL;
-
-	if (sqlite3_prepare_v2(db, "SELECT value FROM timings WHERE key = ?1", -1, &stmt, NULL) != SQLITE_OK) {
-		error("could not read the timings cache: %s", sqlite3_errmsg(db));
-		return NULL;
-	}
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	if (sqlite3_step(stmt) == SQLITE_ROW) {
-		const char *text = (const char *)sqlite3_column_text(stmt, 0);
-
-		if (text)
-			v = cJSON_Parse(text);
-	}
-	sqlite3_finalize(stmt);
-	return v;
-}
-
-int kb_timings_put(struct kb_state *st, const char *key, const cJSON *value)
-{
-	sqlite3 *db = kb_state_db(st);
-	sqlite3_stmt *stmt = NULL;
-	cJSON *kept = cJSON_Duplicate(value, true);
-	char *text;
-	int rc = -1;
-
-	/* evidence among the values: nothing untrusted processes printed is kept */
-	kb_evidence_scrub(kept);
-	text = kept ? cJSON_PrintUnformatted(kept) : NULL;
-	cJSON_Delete(kept);
-	if (!text)
-		die("out of memory");
-	if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO timings (key, value, updated_at) "
-			       "VALUES (?1, ?2, ?3)", -1, &stmt, NULL) != SQLITE_OK) {
-		error("could not write the timings cache: %s", sqlite3_errmsg(db));
-		goto out;
-	}
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, text, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 3, kb_wall_s());
-	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		error("could not write the timings cache: %s", sqlite3_errmsg(db));
-		goto out;
-	}
-	rc = 0;
-out:
-	sqlite3_finalize(stmt);
-	free(text);
-	return rc;
 }
 
 /* --- tuning --- */
@@ -525,27 +455,13 @@ static void set_why(struct kb_tune_result *res, enum kb_tune_outcome outcome, co
 	res->outcome = outcome;
 }
 
-static double jnum(const cJSON *obj, const char *key, double def)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : def;
-}
-
-static const char *jstr(const cJSON *obj, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* "check: message" of the evidence's first reason (suspicious_speedup is a flag, skipped). */
 static void first_reason(const cJSON *ev, struct strbuf *out)
 {
 	const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons"), *r;
 
 	cJSON_ArrayForEach(r, reasons) {
-		const char *check = jstr(r, "check"), *msg = jstr(r, "message");
+		const char *check = kb_json_str(r, "check"), *msg = kb_json_str(r, "message");
 
 		if (check && !strcmp(check, "suspicious_speedup"))
 			continue;
@@ -560,7 +476,7 @@ static bool has_check(const cJSON *ev, const char *check)
 	const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons"), *r;
 
 	cJSON_ArrayForEach(r, reasons) {
-		const char *c = jstr(r, "check");
+		const char *c = kb_json_str(r, "check");
 
 		if (c && !strcmp(c, check))
 			return true;
@@ -595,13 +511,13 @@ static int point_from_json(struct kb_tune_point *p, const cJSON *v)
 {
 	enum kb_tune_state s;
 
-	if (state_parse(jstr(v, "state"), &s))
+	if (state_parse(kb_json_str(v, "state"), &s))
 		return -1;
 	p->state = s;
-	set_reason(p, jstr(v, "reason"));
-	p->fitness = jnum(v, "fitness", 0);
-	p->speedup_compile = jnum(v, "speedup_compile", NAN);
-	p->build_s = jnum(v, "build_s", 0);
+	set_reason(p, kb_json_str(v, "reason"));
+	p->fitness = kb_json_num(v, "fitness", 0);
+	p->speedup_compile = kb_json_num(v, "speedup_compile", NAN);
+	p->build_s = kb_json_num(v, "build_s", 0);
 	return 0;
 }
 
@@ -751,8 +667,8 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 			const cJSON *summary = cJSON_GetObjectItemCaseSensitive(ev, "summary");
 
 			p->state = KB_TP_VERIFIED;
-			p->fitness = jnum(summary, "geomean_speedup_eager", 0);
-			p->speedup_compile = jnum(summary, "geomean_speedup_compile", NAN);
+			p->fitness = kb_json_num(summary, "geomean_speedup_eager", 0);
+			p->speedup_compile = kb_json_num(summary, "geomean_speedup_compile", NAN);
 			strbuf_addf(&detail, "%s: %.2fx", p->name, p->fitness);
 		} else {
 			pd->verified = true;
@@ -1114,9 +1030,9 @@ static int make_template(struct tuner *tn)
 		set_why(res, KB_TUNE_NO_TEMPLATE, "the harness returned no analysis of the operator");
 		return 0;
 	}
-	family = jstr(an, "family");
+	family = kb_json_str(an, "family");
 	if (!family || !strcmp(family, "none")) {
-		const char *w = jstr(an, "why");
+		const char *w = kb_json_str(an, "why");
 
 		set_why(res, KB_TUNE_NO_TEMPLATE, "%s", w && *w ? w : "family 'none'");
 		return 0;
@@ -1439,7 +1355,7 @@ int kb_tune(struct kb_verifier *vf, const struct kb_tune_opts *o, struct kb_tune
 	if (rc || res->why)
 		goto done;
 	kb_progress_note(tn.pg, "family %s (%s): %s", res->family, res->kind,
-			 jstr(res->analysis, "why") ? jstr(res->analysis, "why") : "");
+			 kb_json_str(res->analysis, "why") ? kb_json_str(res->analysis, "why") : "");
 	kb_verifier_use_worker(vf);
 	rc = search(&tn);
 	if (!rc)

@@ -1,7 +1,8 @@
 /*
  * Response headers as both HTTP clients read them: the github client's
  * header callback (forge/github/http.c), its retry policy and Link parser
- * (policy.c), and the LLM client's Retry-After (llm/backoff.c).
+ * (policy.c), the one Retry-After reading (core/http.c) and the LLM
+ * client's backoff (llm/backoff.c).
  *
  *   byte 0-1  the HTTP status (400 + value % 200), byte 2 the attempt
  *   then      header lines, "Name: value" each
@@ -12,11 +13,11 @@
  * is what stood between '<' and '>'.
  */
 #include "core/common.h"
+#include "core/http.h"
 #include "core/util.h"
 #include "forge/github/http.h"
 #include "forge/github/policy.h"
 #include "llm/llm.h"
-#include "llm/llm_priv.h"
 #include "fuzz.h"
 
 #define NOW_S 1764700000LL /* a fixed clock: replays give the same answer */
@@ -69,18 +70,16 @@ int kb_fuzz_http_headers(const uint8_t *data, size_t size)
 	if (d.verdict == GH_RETRY)
 		FUZZ_CHECK(d.wait_ms >= 0 && d.wait_ms <= pol.max_wait_ms);
 	FUZZ_CHECK(gh_quota_wait_ms(resp.rl_remaining, resp.rl_reset, NOW_S) >= 0);
-	FUZZ_CHECK(gh_retry_after_s(resp.retry_after, NOW_S) >= -1);
+	FUZZ_CHECK(kb_http_retry_after_ms(resp.retry_after, NOW_S) >= -1);
 	/* delta seconds, however many digits, are never "unreadable" */
 	if (resp.retry_after && *resp.retry_after &&
 	    !resp.retry_after[strspn(resp.retry_after, "0123456789")])
-		FUZZ_CHECK(gh_retry_after_s(resp.retry_after, NOW_S) >= 0 &&
-			   llm_retry_after_ms(resp.retry_after, NOW_S) >= 0);
+		FUZZ_CHECK(kb_http_retry_after_ms(resp.retry_after, NOW_S) >= 0);
 	if (resp.link) {
 		check_link(resp.link, "next");
 		check_link(resp.link, "last");
 	}
 
-	FUZZ_CHECK(llm_retry_after_ms(resp.retry_after, NOW_S) >= -1);
 	w = kb_llm_backoff_ms(attempt + 1, resp.retry_after, 1000, 60000, &rng);
 	FUZZ_CHECK(w >= 0 && w <= 60000);
 	gh_http_resp_release(&resp);

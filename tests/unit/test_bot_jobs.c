@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "daemon/webhook.h"

@@ -6,7 +6,7 @@
 #include "verifier/build.h"
 #include "verifier/datadir.h"
 #include "verifier/elf_symbols.h"
-#include "verifier/evidence.h"
+#include "core/hash.h"
 #include "verifier/sandbox.h"
 #include "verifier/static_check.h"
 #include "verifier/symbol_allowlist.h"

@@ -1,6 +1,11 @@
 /* strbuf, strvec, logging with redaction, and the util helpers. */
 #include "core/common.h"
+#include "core/cscan.h"
+#include "core/hash.h"
+#include "core/http.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/signals.h"
 #include "core/strbuf.h"
 #include "core/strvec.h"
@@ -239,6 +244,164 @@ static void test_signals_flags(void **state)
 	assert_false(kb_stop_requested());
 }
 
+static void test_hash(void **state)
+{
+	static const char abc_sha[] =
+		"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+	struct kb_sha256 h;
+	char hex[65], path[] = "/tmp/kb-test-hash-XXXXXX";
+	int fd;
+
+	kb_sha256_hex("abc", 3, hex);
+	assert_string_equal(hex, abc_sha);
+	/* fed in pieces: the same digest */
+	kb_sha256_init(&h);
+	kb_sha256_update(&h, "a", 1);
+	kb_sha256_update(&h, "bc", 2);
+	kb_sha256_final_hex(&h, hex);
+	assert_string_equal(hex, abc_sha);
+	assert_null(h.ctx);
+	kb_sha256_release(&h); /* a no-op after final */
+	kb_sha256_init(&h);
+	kb_sha256_release(&h); /* an abandoned digest frees its context */
+	assert_null(h.ctx);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(kb_write_all(fd, "abc", 3), 0);
+	close(fd);
+	assert_int_equal(kb_sha256_file(path, hex), 0);
+	assert_string_equal(hex, abc_sha);
+	unlink(path);
+	assert_int_equal(kb_sha256_file(path, hex), -1);
+	/* FNV-1a reference values */
+	assert_true(kb_fnv1a64_str(KB_FNV1A64_INIT, "") == 0xcbf29ce484222325ULL);
+	assert_true(kb_fnv1a64_str(KB_FNV1A64_INIT, "a") == 0xaf63dc4c8601ec8cULL);
+	assert_true(kb_fnv1a64(kb_fnv1a64_str(KB_FNV1A64_INIT, "a"), "b", 1) ==
+		    kb_fnv1a64_str(KB_FNV1A64_INIT, "ab"));
+	assert_true(kb_fnv1a32("a", 1) == 0xe40c292cu);
+}
+
+static void test_rng(void **state)
+{
+	uint64_t a = 42, b = 42, c = 7;
+
+	/* the same seed draws the same numbers, and the state is the caller's */
+	for (int i = 0; i < 100; i++) {
+		double d = kb_rng_double(&a);
+
+		assert_true(d >= 0 && d < 1);
+		assert_true(d == kb_rng_double(&b));
+		assert_true(kb_rng_below(&c, 10) < 10);
+	}
+	assert_true(a == b);
+	assert_int_equal(kb_rng_below(&c, 0), 0);
+	/* splitmix64's first output for seed 0 */
+	a = 0;
+	assert_true(kb_rng_u64(&a) == 0xe220a8397b1dcdafULL);
+}
+
+static void test_json(void **state)
+{
+	cJSON *o = cJSON_Parse("{\"s\":\"x\",\"n\":2.5,\"big\":1e300,\"t\":true}");
+
+	assert_non_null(o);
+	assert_string_equal(kb_json_str(o, "s"), "x");
+	assert_null(kb_json_str(o, "n"));
+	assert_null(kb_json_str(o, "missing"));
+	assert_null(kb_json_str(NULL, "s"));
+	assert_true(kb_json_num(o, "n", 0) == 2.5);
+	assert_true(kb_json_num(o, "s", -1) == -1);
+	assert_true(isnan(kb_json_num(o, "t", NAN)));
+	assert_true(kb_json_num(NULL, "n", 3) == 3);
+	assert_int_equal(kb_json_i64(o, "n", 0), 2);
+	assert_true(kb_json_i64(o, "big", 0) == INT64_MAX); /* saturates */
+	assert_int_equal(kb_json_i64(o, "s", -5), -5);
+	cJSON_Delete(o);
+}
+
+static void test_http_headers(void **state)
+{
+	static const char line[] = "Retry-After: \t 12 \r\n";
+	struct strbuf body = STRBUF_INIT;
+	bool too_big = false;
+	char *v;
+
+	assert_true(kb_http_is_status_line("HTTP/1.1 200 OK\r\n", 17));
+	assert_false(kb_http_is_status_line("HTTP", 4));
+	v = kb_http_header_value(line, strlen(line), "retry-after");
+	assert_string_equal(v, "12");
+	free(v);
+	assert_null(kb_http_header_value(line, strlen(line), "retry"));
+	assert_null(kb_http_header_value("no colon\r\n", 10, "no colon"));
+	v = kb_http_header_value("ETag:\r\n", 7, "etag");
+	assert_string_equal(v, "");
+	free(v);
+	assert_int_equal(kb_http_connect_timeout_ms(3000), 3000);
+	assert_int_equal(kb_http_connect_timeout_ms(60000), 10000);
+
+	strbuf_init_capped(&body, 4);
+	assert_int_equal(kb_http_body_add(&body, &too_big, "abc", 3), 3);
+	assert_false(too_big);
+	assert_int_equal(kb_http_body_add(&body, &too_big, "de", 2), 0);
+	assert_true(too_big);
+	assert_string_equal(body.buf, "abc");
+	strbuf_release(&body);
+}
+
+static void test_http_retry_after(void **state)
+{
+	char digits[300];
+
+	assert_int_equal(kb_http_retry_after_ms(NULL, 0), -1);
+	assert_int_equal(kb_http_retry_after_ms("", 0), -1);
+	assert_int_equal(kb_http_retry_after_ms("soon", 0), -1);
+	assert_int_equal(kb_http_retry_after_ms(" 7 ", 0), 7000);
+	assert_int_equal(kb_http_retry_after_ms("0.25", 0), 250);
+	assert_int_equal(kb_http_retry_after_ms("-4", 0), 0);
+	/* a date: from now, 0 when past; absurd ones saturate, never negative */
+	assert_int_equal(kb_http_retry_after_ms("Thu, 01 Jan 1970 00:16:50 GMT", 1000), 10000);
+	assert_int_equal(kb_http_retry_after_ms("Thu, 01 Jan 1970 00:16:50 GMT", 2000), 0);
+	assert_true(kb_http_retry_after_ms("2 Oct 801508015", 1764700000) >= INT64_MAX / 2);
+	assert_true(kb_http_retry_after_ms("200376420520689575", 0) >= INT64_MAX / 2);
+	memset(digits, '9', sizeof(digits) - 1);
+	digits[sizeof(digits) - 1] = '\0';
+	assert_true(kb_http_retry_after_ms(digits, 0) >= INT64_MAX / 2);
+	/* a rate-limit reset: until then plus a second, saturating */
+	assert_int_equal(kb_http_until_reset_ms(1010, 1000), 11000);
+	assert_int_equal(kb_http_until_reset_ms(900, 1000), 1000);
+	assert_true(kb_http_until_reset_ms(INT64_MAX, -5) == INT64_MAX);
+}
+
+static void test_cscan(void **state)
+{
+	static const char raw[] = "a = R\"x(\" u8R\"(\" xR\"\" \"";
+	static const char num[] = "n = 1'000; c = 'a'";
+
+	assert_true(kb_c_ident_char('_') && kb_c_ident_char('z') && kb_c_ident_char('9'));
+	assert_false(kb_c_ident_char('-'));
+	assert_true(kb_c_raw_string_at(raw, 5));            /* R" */
+	assert_true(kb_c_raw_string_at(raw, strchr(raw, 'u') - raw + 3)); /* u8R" */
+	assert_false(kb_c_raw_string_at(raw, strstr(raw, "xR") - raw + 2)); /* xR" is a name */
+	assert_false(kb_c_raw_string_at(raw, strlen(raw) - 1));
+	assert_true(kb_c_digit_separator_at(num, 5));
+	assert_false(kb_c_digit_separator_at(num, strstr(num, "'a") - num));
+}
+
+static void test_sleep_stop_aware(void **state)
+{
+	int64_t t0 = kb_now_ms();
+
+	kb_reset_stop();
+	assert_int_equal(kb_sleep_ms(0), 0);
+	assert_int_equal(kb_sleep_ms(20), 0);
+	assert_true(kb_now_ms() - t0 >= 20);
+	kb_request_stop(SIGTERM);
+	t0 = kb_now_ms();
+	assert_int_equal(kb_sleep_ms(60000), KB_ECANCELLED);
+	assert_true(kb_now_ms() - t0 < 1000);
+	kb_reset_stop();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +414,13 @@ int main(void)
 		cmocka_unit_test(test_util_parse_and_fs),
 		cmocka_unit_test(test_util_saturating),
 		cmocka_unit_test(test_signals_flags),
+		cmocka_unit_test(test_hash),
+		cmocka_unit_test(test_rng),
+		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_http_headers),
+		cmocka_unit_test(test_http_retry_after),
+		cmocka_unit_test(test_cscan),
+		cmocka_unit_test(test_sleep_stop_aware),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,7 @@
  * ETag store and installation-token renewal.
  */
 #include "core/common.h"
+#include "core/http.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -152,9 +153,9 @@ static void test_decide_retry_after(void **state)
 	d = decide(&o, 0, 1000, 0.1);
 	assert_int_equal(d.verdict, GH_RETRY);
 	assert_int_equal(d.wait_ms, 10000);
-	assert_int_equal(gh_retry_after_s("Thu, 01 Jan 1970 00:16:50 GMT", 2000), 0);
-	assert_int_equal(gh_retry_after_s("soon", 1000), -1);
-	assert_int_equal(gh_retry_after_s(NULL, 1000), -1);
+	assert_int_equal(kb_http_retry_after_ms("Thu, 01 Jan 1970 00:16:50 GMT", 2000), 0);
+	assert_int_equal(kb_http_retry_after_ms("soon", 1000), -1);
+	assert_int_equal(kb_http_retry_after_ms(NULL, 1000), -1);
 }
 
 static void test_decide_primary_reset(void **state)
@@ -259,7 +260,7 @@ static void test_decide_overflow(void **state)
 	assert_int_equal(d.verdict, GH_FAIL);
 	assert_true(d.rate_limited);
 	/* delta seconds past int64 are as long as can be, not unreadable */
-	assert_true(gh_retry_after_s("40075284104137915000752841041379150", 1000) == INT64_MAX);
+	assert_true(kb_http_retry_after_ms("40075284104137915000752841041379150", 1000) >= INT64_MAX / 2);
 	o.retry_after = "40075284104137915000752841041379150";
 	assert_int_equal(decide(&o, 0, 1764700000, 0.5).verdict, GH_FAIL);
 

@@ -758,6 +758,27 @@ static void test_datadir(void **state)
 	kb_config_release(&cfg);
 }
 
+/* A timeout says which stage ran out and what to change for it. */
+static void test_timeout_message_names_the_fix(void **state)
+{
+	struct strbuf m = STRBUF_INIT;
+
+	kb_harness_timeout_message(300000, "timing", &m);
+	assert_non_null(strstr(m.buf, "evaluation exceeded 300 s (last stage: timing)"));
+	assert_non_null(strstr(m.buf, "l2_flush = off"));
+	assert_non_null(strstr(m.buf, "--no-timing"));
+	assert_non_null(strstr(m.buf, "timeout_s"));
+	strbuf_reset(&m);
+	kb_harness_timeout_message(60000, "trial", &m);
+	assert_non_null(strstr(m.buf, "(last stage: trial)"));
+	assert_non_null(strstr(m.buf, "seeds"));
+	assert_null(strstr(m.buf, "l2_flush"));
+	strbuf_reset(&m);
+	kb_harness_timeout_message(60000, NULL, &m);
+	assert_string_equal(m.buf, "evaluation exceeded 60 s");
+	strbuf_release(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -772,6 +793,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_operator_log_pruned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_request_from_config, setup, teardown),
 		cmocka_unit_test(test_evidence_print),
+		cmocka_unit_test(test_timeout_message_names_the_fix),
 		cmocka_unit_test_setup_teardown(test_python_find, setup, teardown),
 		cmocka_unit_test(test_datadir),
 	};

@@ -9,16 +9,18 @@
  */
 #include "core/common.h"
 #include "core/config.h"
+#include "core/http.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/strbuf.h"
 #include "core/subprocess.h"
 #include "core/util.h"
 #include "llm/llm.h"
 #include "llm/llm_priv.h"
 #include "llm/usage.h"
-#include "search/rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -438,7 +440,7 @@ static void test_backoff_overflow(void **state)
 	uint64_t rng = 9;
 
 	for (size_t i = 0; i < ARRAY_SIZE(absurd); i++) {
-		int64_t ra = llm_retry_after_ms(absurd[i], 1764700000);
+		int64_t ra = kb_http_retry_after_ms(absurd[i], 1764700000);
 
 		if (ra < INT64_MAX / 2)
 			fail_msg("retry-after '%s' gave %lld ms", absurd[i], (long long)ra);
@@ -447,7 +449,7 @@ static void test_backoff_overflow(void **state)
 	/* delta seconds longer than any buffer: still a wait, not "unreadable" */
 	memset(digits, '9', sizeof(digits) - 1);
 	digits[sizeof(digits) - 1] = '\0';
-	assert_true(llm_retry_after_ms(digits, 1764700000) >= INT64_MAX / 2);
+	assert_true(kb_http_retry_after_ms(digits, 1764700000) >= INT64_MAX / 2);
 	assert_int_equal(kb_llm_backoff_ms(1, digits, 100, 60000, &rng), 60000);
 	/* and no overflow in the jitter for the largest cap */
 	assert_true(kb_llm_backoff_ms(70, NULL, 1000, INT64_MAX, &rng) >= 0);

@@ -5,6 +5,7 @@
 #include "report/comments.h"
 #include "report/markdown.h"
 #include "report/pr_body.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 
 #include <cjson/cJSON.h>

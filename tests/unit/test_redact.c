@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/redact.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 

@@ -3,7 +3,7 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "search/archive.h"
-#include "search/rng.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <setjmp.h>

@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "llm/llm.h"
@@ -154,6 +155,82 @@ static void test_keys(void **ctx)
 }
 
 /* --- searches --- */
+
+/* Every [search] key the config table has, each set in turn to another value. */
+struct search_keys {
+	char path[96];
+	char base[17];
+	int keys, hashed;
+};
+
+/* A value for e other than its default, as the config file writes it. */
+static void other_value(struct strbuf *out, const struct kb_config_entry *e)
+{
+	switch (e->type) {
+	case KB_CONFIG_TEXT:
+		strbuf_addf(out, "%sx", e->text);
+		break;
+	case KB_CONFIG_INT:
+		strbuf_addf(out, "%lld", (long long)e->i + 1);
+		break;
+	case KB_CONFIG_DOUBLE:
+		strbuf_addf(out, "%.9g", e->d > 0 ? e->d / 2 : 0.5);
+		break;
+	case KB_CONFIG_BOOL:
+		strbuf_addstr(out, e->b ? "off" : "on");
+		break;
+	}
+}
+
+static void check_search_key(const struct kb_config_entry *e, void *payload)
+{
+	struct search_keys *sk = payload;
+	struct strbuf ini = STRBUF_INIT;
+	struct kb_config cfg;
+	char h[17];
+
+	strbuf_addf(&ini, "[search]\n%s = ", e->key);
+	other_value(&ini, e);
+	strbuf_addch(&ini, '\n');
+	assert_int_equal(kb_write_file_atomic(sk->path, ini.buf, ini.len), 0);
+	assert_int_equal(kb_config_load(&cfg, sk->path), 0);
+	kb_search_settings_hash(&cfg, h);
+	if (kb_search_setting_resumable(e->key)) {
+		assert_string_equal(h, sk->base);
+	} else {
+		if (!strcmp(h, sk->base))
+			fail_msg("[search] %s is not part of the settings hash", e->key);
+		sk->hashed++;
+	}
+	sk->keys++;
+	kb_config_release(&cfg);
+	strbuf_release(&ini);
+}
+
+/*
+ * The settings hash comes from the config table: every [search] key there
+ * changes it except the few a resumed search may change, so a key added
+ * to the table is covered (or this test names it).
+ */
+static void test_settings_hash_covers_search_keys(void **ctx)
+{
+	struct search_keys sk = { .keys = 0 };
+	struct kb_config cfg;
+	char dir[64];
+
+	(void)ctx;
+	kb_strlcpy(dir, "/tmp/kb-test-srchkeys-XXXXXX", sizeof(dir));
+	assert_non_null(mkdtemp(dir));
+	xsnprintf(sk.path, sizeof(sk.path), "%s/config.ini", dir);
+	kb_config_init(&cfg);
+	kb_search_settings_hash(&cfg, sk.base);
+	kb_config_foreach(&cfg, "search", check_search_key, &sk);
+	kb_config_release(&cfg);
+	kb_rm_rf(dir);
+	/* the table's [search] keys, budgets and seed aside */
+	assert_true(sk.keys >= 19);
+	assert_int_equal(sk.keys - sk.hashed, 3);
+}
 
 static void test_create_find_resume(void **ctx)
 {
@@ -632,6 +709,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_settings_hash_covers_search_keys),
 		cmocka_unit_test_setup_teardown(test_create_find_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_candidates, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_archive_round_trip, setup, teardown),

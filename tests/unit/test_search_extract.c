@@ -3,7 +3,7 @@
 #include "core/subprocess.h"
 #include "core/util.h"
 #include "search/extract.h"
-#include "verifier/evidence.h"
+#include "core/hash.h"
 
 #include <setjmp.h>
 #include <cmocka.h>

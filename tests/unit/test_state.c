@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/state.h"
+#include "core/state_priv.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 

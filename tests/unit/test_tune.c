@@ -8,6 +8,7 @@
 #include "report/run_report.h"
 #include "templates/template.h"
 #include "templates/tune.h"
+#include "core/hash.h"
 #include "verifier/evidence.h"
 
 #include <math.h>

@@ -6,7 +6,6 @@
 #include "forge/github/gh.h"
 
 #include <inttypes.h>
-#include <time.h>
 
 /*
  * One GitHub call with its manners: the quota wait when the last reply
@@ -48,20 +47,6 @@ double gh_random(struct gh *gh)
 	return (double)((x * 0x2545F4914F6CDD1DULL) >> 11) / (double)(1ULL << 53);
 }
 
-static int default_sleep(int64_t ms)
-{
-	while (ms > 0) {
-		int64_t slice = ms < 100 ? ms : 100;
-		struct timespec ts = { (time_t)(slice / 1000), (long)(slice % 1000) * 1000000L };
-
-		if (kb_stop_requested())
-			return KB_ECANCELLED;
-		nanosleep(&ts, NULL);
-		ms -= slice;
-	}
-	return kb_stop_requested() ? KB_ECANCELLED : 0;
-}
-
 int gh_sleep(struct gh *gh, int64_t ms, enum gh_wait_reason why)
 {
 	static const enum kb_github_wait map[] = {
@@ -75,7 +60,7 @@ int gh_sleep(struct gh *gh, int64_t ms, enum gh_wait_reason why)
 	gh->base.stats.slept_ms += ms;
 	if (gh->sleep_fn)
 		return gh->sleep_fn(gh->sleep_payload, ms, map[why]);
-	return default_sleep(ms);
+	return kb_sleep_ms(ms);
 }
 
 void gh_add_escaped(struct strbuf *sb, const char *s)
@@ -170,6 +155,74 @@ static void wipe_headers(struct strvec *h)
 	strvec_clear(h);
 }
 
+/*
+ * Before a request: wait out an exhausted rate limit (a repository call)
+ * and the gap between mutations. 0, -1 when the wait would be longer than
+ * allowed, or what gh_sleep returned.
+ */
+static int wait_to_send(struct gh *gh, const struct gh_req *req, bool mutating)
+{
+	int64_t w;
+	int rc;
+
+	if (req->auth == GH_AUTH_REPO) {
+		w = gh_quota_wait_ms(gh->rl_remaining, gh->rl_reset, kb_wall_s());
+		if (w > gh->policy.max_wait_ms)
+			return error("github: %s %s: rate limit exhausted for longer than allowed",
+				     req->method, req->path);
+		if (w) {
+			log_warn("github: rate limit exhausted, waiting %" PRId64 " ms", w);
+			gh->base.stats.rate_limited++;
+			if ((rc = gh_sleep(gh, w, GH_WAIT_RATE_LIMIT)))
+				return rc;
+			gh->rl_remaining = -1;
+		}
+	}
+	if (mutating) {
+		w = gh_mutation_wait_ms(gh->last_mutation_ms, kb_now_ms(),
+					gh->policy.mutation_gap_ms);
+		if (w && (rc = gh_sleep(gh, w, GH_WAIT_GAP)))
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * The final reply into rep: a 304 answered from the cached entry, else
+ * resp's body (taken, not copied), which the ETag cache (use_cache) keeps
+ * or drops.
+ */
+static void take_reply(struct gh *gh, struct gh_http_resp *resp, const char *url, bool use_cache,
+		       const struct gh_etag_entry *cached, struct gh_reply *rep)
+{
+	rep->status = resp->status;
+	rep->etag = resp->etag ? xstrdup(resp->etag) : NULL;
+	rep->link = resp->link ? xstrdup(resp->link) : NULL;
+	if (resp->status == 304) {
+		gh->base.stats.not_modified++;
+		rep->not_modified = true;
+		if (cached) {
+			strbuf_add(&rep->body, cached->body, cached->body_len);
+			if (!rep->link && cached->link)
+				rep->link = xstrdup(cached->link);
+			if (!rep->etag)
+				rep->etag = xstrdup(cached->etag);
+		}
+	} else {
+		struct strbuf tmp = rep->body;
+
+		rep->body = resp->body;
+		resp->body = tmp;
+		if (use_cache && resp->status == 200 && resp->etag)
+			gh_etag_put(&gh->etags, url, resp->etag, resp->link, rep->body.buf,
+				    rep->body.len);
+		else if (use_cache)
+			gh_etag_drop(&gh->etags, url);
+		if (resp->status >= 400)
+			rep->message = error_message(&rep->body);
+	}
+}
+
 int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 {
 	struct strbuf url = STRBUF_INIT, auth = STRBUF_INIT;
@@ -190,31 +243,10 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 		struct gh_http_req hreq;
 		struct gh_outcome o = GH_OUTCOME_INIT;
 		struct gh_decision d;
-		int64_t w;
 
-		if (req->auth == GH_AUTH_REPO) {
-			w = gh_quota_wait_ms(gh->rl_remaining, gh->rl_reset, kb_wall_s());
-			if (w > gh->policy.max_wait_ms) {
-				error("github: %s %s: rate limit exhausted for longer than allowed",
-				      req->method, req->path);
-				goto out;
-			}
-			if (w) {
-				log_warn("github: rate limit exhausted, waiting %" PRId64 " ms", w);
-				gh->base.stats.rate_limited++;
-				if ((rc = gh_sleep(gh, w, GH_WAIT_RATE_LIMIT)))
-					goto out;
-				rc = -1;
-				gh->rl_remaining = -1;
-			}
-		}
-		if (mutating) {
-			w = gh_mutation_wait_ms(gh->last_mutation_ms, kb_now_ms(),
-						gh->policy.mutation_gap_ms);
-			if (w && (rc = gh_sleep(gh, w, GH_WAIT_GAP)))
-				goto out;
-			rc = -1;
-		}
+		if ((rc = wait_to_send(gh, req, mutating)))
+			goto out;
+		rc = -1;
 		/* may itself call GitHub (installation token): before the cache lookup */
 		if ((rc = gh_auth_header(gh, req, &auth)))
 			goto out;
@@ -289,32 +321,7 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 		break;
 	}
 
-	rep->status = resp.status;
-	rep->etag = resp.etag ? xstrdup(resp.etag) : NULL;
-	rep->link = resp.link ? xstrdup(resp.link) : NULL;
-	if (resp.status == 304) {
-		gh->base.stats.not_modified++;
-		rep->not_modified = true;
-		if (cached) {
-			strbuf_add(&rep->body, cached->body, cached->body_len);
-			if (!rep->link && cached->link)
-				rep->link = xstrdup(cached->link);
-			if (!rep->etag)
-				rep->etag = xstrdup(cached->etag);
-		}
-	} else {
-		struct strbuf tmp = rep->body;
-
-		rep->body = resp.body;
-		resp.body = tmp;
-		if (use_cache && resp.status == 200 && resp.etag)
-			gh_etag_put(&gh->etags, url.buf, resp.etag, resp.link, rep->body.buf,
-				    rep->body.len);
-		else if (use_cache)
-			gh_etag_drop(&gh->etags, url.buf);
-		if (resp.status >= 400)
-			rep->message = error_message(&rep->body);
-	}
+	take_reply(gh, &resp, url.buf, use_cache, cached, rep);
 	rc = 0;
 out:
 	explicit_bzero(auth.buf, auth.len);

@@ -44,8 +44,8 @@ struct kb_github_opts {
 	int64_t max_wait_ms;          /* longest single wait before giving up; 0: 65 min */
 	/*
 	 * Sleep ms milliseconds (tests make it record and shorten). Return 0,
-	 * or KB_ECANCELLED to give up. NULL: sleep in short slices that
-	 * watch kb_stop_requested().
+	 * or KB_ECANCELLED to give up. NULL: kb_sleep_ms (core/signals.h),
+	 * short slices that watch kb_stop_requested().
 	 */
 	int (*sleep_fn)(void *payload, int64_t ms, enum kb_github_wait why);
 	void *sleep_payload;

@@ -1,28 +1,19 @@
 #include "core/common.h"
+#include "core/http.h"
 #include "core/util.h"
 #include "forge/github/http.h"
 
-#include <pthread.h>
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static CURLcode global_rc;
-
-static void global_init(void)
-{
-	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 int gh_http_init(struct gh_http *h, int64_t timeout_ms, size_t max_body)
 {
 	memset(h, 0, sizeof(*h));
-	pthread_once(&global_once, global_init);
-	if (global_rc != CURLE_OK)
-		return error("could not initialise libcurl: %s", curl_easy_strerror(global_rc));
+	if (kb_http_global_init())
+		return -1;
 	h->curl = curl_easy_init();
 	if (!h->curl)
 		return error("could not create a libcurl handle");
 	h->timeout_ms = timeout_ms;
-	h->connect_timeout_ms = timeout_ms < 10000 ? timeout_ms : 10000;
+	h->connect_timeout_ms = kb_http_connect_timeout_ms(timeout_ms);
 	h->max_body = max_body;
 	return 0;
 }
@@ -68,41 +59,18 @@ void gh_http_resp_release(struct gh_http_resp *r)
 size_t gh_http_body_cb(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct gh_http_resp *r = userdata;
-	size_t n = size * nmemb;
 
-	if (strbuf_add(&r->body, data, n)) {
-		r->too_big = true;
-		return 0; /* curl stops with CURLE_WRITE_ERROR */
-	}
-	return n;
+	return kb_http_body_add(&r->body, &r->too_big, data, size * nmemb);
 }
 
-/* Header value without surrounding blanks and the line end, as a new string. */
-static char *header_value(const char *v, size_t len)
+/* A header's integer value, freeing it; -1 when it is not one. */
+static int64_t int_value(char *v)
 {
-	while (len && (*v == ' ' || *v == '\t')) {
-		v++;
-		len--;
-	}
-	while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' ' ||
-		       v[len - 1] == '\t'))
-		len--;
-	return xstrndup(v, len);
-}
-
-static bool header_is(const char *line, size_t name_len, const char *name)
-{
-	return strlen(name) == name_len && !strncasecmp(line, name, name_len);
-}
-
-static int64_t header_int(const char *v, size_t len)
-{
-	char *s = header_value(v, len);
 	int64_t n;
 
-	if (kb_parse_i64(s, &n))
+	if (kb_parse_i64(v, &n))
 		n = -1;
-	free(s);
+	free(v);
 	return n;
 }
 
@@ -110,34 +78,27 @@ size_t gh_http_header_cb(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct gh_http_resp *r = userdata;
 	size_t n = size * nmemb;
-	const char *colon = memchr(data, ':', n);
-	const char *v;
-	size_t name_len, vlen;
+	char *v;
 
 	/* a new response (a redirect, a 100 Continue): forget the last one's */
-	if (n >= 5 && !strncmp(data, "HTTP/", 5)) {
+	if (kb_http_is_status_line(data, n)) {
 		clear_headers(r);
 		strbuf_reset(&r->body);
 		return n;
 	}
-	if (!colon)
-		return n;
-	name_len = (size_t)(colon - data);
-	v = colon + 1;
-	vlen = n - name_len - 1;
-	if (header_is(data, name_len, "etag")) {
+	if ((v = kb_http_header_value(data, n, "etag"))) {
 		free(r->etag);
-		r->etag = header_value(v, vlen);
-	} else if (header_is(data, name_len, "link")) {
+		r->etag = v;
+	} else if ((v = kb_http_header_value(data, n, "link"))) {
 		free(r->link);
-		r->link = header_value(v, vlen);
-	} else if (header_is(data, name_len, "retry-after")) {
+		r->link = v;
+	} else if ((v = kb_http_header_value(data, n, "retry-after"))) {
 		free(r->retry_after);
-		r->retry_after = header_value(v, vlen);
-	} else if (header_is(data, name_len, "x-ratelimit-remaining")) {
-		r->rl_remaining = header_int(v, vlen);
-	} else if (header_is(data, name_len, "x-ratelimit-reset")) {
-		r->rl_reset = header_int(v, vlen);
+		r->retry_after = v;
+	} else if ((v = kb_http_header_value(data, n, "x-ratelimit-remaining"))) {
+		r->rl_remaining = int_value(v);
+	} else if ((v = kb_http_header_value(data, n, "x-ratelimit-reset"))) {
+		r->rl_reset = int_value(v);
 	}
 	return n;
 }
@@ -176,30 +137,15 @@ int gh_http_perform(struct gh_http *h, const struct gh_http_req *req, struct gh_
 	if (h->fake)
 		return h->fake(h->fake_payload, req, resp);
 	curl_easy_reset(c);
-	for (size_t i = 0; i < req->headers->nr; i++) {
-		struct curl_slist *n = curl_slist_append(list, req->headers->v[i]);
-
-		if (!n)
-			die("out of memory");
-		list = n;
-	}
-	curl_easy_setopt(c, CURLOPT_URL, req->url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	list = kb_http_headers(req->headers);
+	kb_http_set_common(c, req->url, list, h->timeout_ms, h->connect_timeout_ms, resp->errbuf,
+			   h->max_body);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 3L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)h->timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)h->connect_timeout_ms);
-	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* decoded bytes count against the cap */
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, gh_http_body_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, gh_http_header_cb);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, resp->errbuf);
-	if (h->max_body)
-		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)h->max_body);
 
 	if (!strcmp(req->method, "GET")) {
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
@@ -225,10 +171,7 @@ int gh_http_perform(struct gh_http *h, const struct gh_http_req *req, struct gh_
 		kb_strlcpy(resp->errbuf, curl_easy_strerror(rc), sizeof(resp->errbuf));
 	}
 	/* the list holds the Authorization line: drop it with the request */
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
-	for (struct curl_slist *n = list; n; n = n->next)
-		explicit_bzero(n->data, strlen(n->data));
-	curl_slist_free_all(list);
+	kb_http_unset_common(c);
+	kb_http_headers_free(list);
 	return ret;
 }

@@ -1,8 +1,7 @@
 #include "core/common.h"
+#include "core/http.h"
 #include "core/util.h"
 #include "forge/github/policy.h"
-
-#include <curl/curl.h>
 
 static int64_t clamp_mul2(int64_t base, int n, int64_t cap)
 {
@@ -22,37 +21,6 @@ int64_t gh_backoff_ms(const struct gh_policy *p, int attempt, double jitter)
 	if (jitter >= 1)
 		jitter = 0.999999;
 	return d / 2 + (int64_t)((double)(d - d / 2) * jitter);
-}
-
-int64_t gh_retry_after_s(const char *value, int64_t now_s)
-{
-	int64_t v;
-	time_t t;
-
-	if (!value)
-		return -1;
-	while (*value == ' ' || *value == '\t')
-		value++;
-	if (!kb_parse_i64(value, &v))
-		return v < 0 ? 0 : v;
-	/* delta seconds past int64: as long as can be (over any cap), not unreadable */
-	if (*value >= '0' && *value <= '9' && !value[strspn(value, "0123456789")])
-		return INT64_MAX;
-	t = curl_getdate(value, NULL);
-	if (t == (time_t)-1)
-		return -1;
-	return (int64_t)t > now_s ? kb_sat_sub_i64((int64_t)t, now_s) : 0;
-}
-
-/*
- * Until an x-ratelimit-reset time, plus a second. Saturating: a reset in
- * the year 10^10 is a wait longer than any max_wait_ms, not a negative one.
- */
-static int64_t until_reset_ms(int64_t reset_s, int64_t now_s)
-{
-	int64_t s = reset_s > now_s ? kb_sat_sub_i64(reset_s, now_s) : 0;
-
-	return kb_sat_add_i64(kb_sat_mul_i64(s, 1000), 1000);
 }
 
 static bool is_limit_status(long status)
@@ -89,17 +57,18 @@ void gh_decide(struct gh_decision *out, const struct gh_policy *p, const struct 
 		return;
 	}
 	if (is_limit_status(o->status)) {
-		int64_t ra = gh_retry_after_s(o->retry_after, now_s);
+		int64_t ra = kb_http_retry_after_ms(o->retry_after, now_s);
 
 		out->reason = GH_WAIT_RATE_LIMIT;
 		if (ra >= 0) {
 			out->rate_limited = true;
 			out->why = "rate limited (retry-after)";
-			wait = kb_sat_mul_i64(ra, 1000);
+			wait = ra;
 		} else if (o->rl_remaining == 0 && o->rl_reset >= 0) {
 			out->rate_limited = true;
 			out->why = "rate limit exhausted until reset";
-			wait = until_reset_ms(o->rl_reset, now_s);
+			/* saturating: a reset in the year 10^10 is over any max_wait_ms */
+			wait = kb_http_until_reset_ms(o->rl_reset, now_s);
 		} else if (o->status == 429 || o->limit_message) {
 			int64_t d = clamp_mul2(p->secondary_min_ms, attempt, p->max_wait_ms);
 
@@ -150,7 +119,7 @@ int64_t gh_quota_wait_ms(int64_t remaining, int64_t reset_s, int64_t now_s)
 {
 	if (remaining != 0 || reset_s < 0 || reset_s < now_s)
 		return 0;
-	return until_reset_ms(reset_s, now_s);
+	return kb_http_until_reset_ms(reset_s, now_s);
 }
 
 bool gh_is_mutating(const char *method)

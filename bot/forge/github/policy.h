@@ -6,7 +6,8 @@
  *
  *  - Link header parsing (pagination follows rel="next", never builds URLs);
  *  - what to do after an attempt: done, retry after a wait, or fail:
- *      403/429 rate limited: retry-after seconds if given; else, when
+ *      403/429 rate limited: the Retry-After wait if given (read by
+ *      kb_http_retry_after_ms, core/http.h); else, when
  *      x-ratelimit-remaining is 0, until x-ratelimit-reset (+1 s); else
  *      (a secondary limit without retry-after) at least
  *      secondary_min_ms, doubling per attempt, with jitter;
@@ -16,7 +17,7 @@
  *      a wait longer than max_wait_ms, or max_attempts used, fails;
  *      max_wait_ms (65 min by default) is the cap on any single wait:
  *      seconds from a header become milliseconds with saturating
- *      arithmetic, so an absurd value (Retry-After: 200376420520689575,
+ *      arithmetic (core/http.h), so an absurd value (Retry-After: 200376420520689575,
  *      an x-ratelimit-reset in the year 10^10) is a wait over the cap,
  *      which fails, never a negative wait and an immediate retry;
  *  - the spacing of mutating requests (secondary limits).
@@ -79,12 +80,6 @@ void gh_decide(struct gh_decision *out, const struct gh_policy *p, const struct 
  */
 int64_t gh_backoff_ms(const struct gh_policy *p, int attempt, double jitter);
 
-/*
- * Seconds in a retry-after value (delta seconds or an HTTP date); -1 when
- * unreadable. Not capped: the caller compares the wait with max_wait_ms
- * (delta seconds too large for int64 are INT64_MAX).
- */
-int64_t gh_retry_after_s(const char *value, int64_t now_s);
 
 /* Milliseconds to wait before a mutating request, the last one having started at last_ms (0: none). */
 int64_t gh_mutation_wait_ms(int64_t last_ms, int64_t now_ms, int64_t gap_ms);

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/util.h"
 #include "forge/local/local_priv.h"
@@ -26,20 +27,6 @@ static struct lf *lf_of(struct kb_forge *f)
 bool kb_forge_is_local(const struct kb_forge *f)
 {
 	return f && f->ops == &lf_ops;
-}
-
-const char *lf_jstr(const cJSON *o, const char *key)
-{
-	const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-int64_t lf_jint(const cJSON *o, const char *key, int64_t def)
-{
-	const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-
-	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : def;
 }
 
 static char *dup_or_null(const char *s)
@@ -165,7 +152,7 @@ static int repo_load(struct lf *lf, struct lrepo *r, const char *repo, bool writ
 		error("malformed records in '%s'", path.buf);
 		goto out;
 	}
-	r->git_dir = lf_jstr(r->doc, "git_dir");
+	r->git_dir = kb_json_str(r->doc, "git_dir");
 	rc = 0;
 out:
 	strbuf_release(&path);
@@ -189,13 +176,13 @@ static int repo_save(struct lf *lf, struct lrepo *r)
 	rc = kb_write_file_atomic(path.buf, text, strlen(text));
 	free(text);
 	strbuf_release(&path);
-	r->git_dir = lf_jstr(r->doc, "git_dir");
+	r->git_dir = kb_json_str(r->doc, "git_dir");
 	return rc;
 }
 
 static int64_t take_id(cJSON *doc, const char *counter)
 {
-	int64_t id = lf_jint(doc, counter, 1);
+	int64_t id = kb_json_i64(doc, counter, 1);
 
 	set_int(doc, counter, id + 1);
 	return id;
@@ -206,7 +193,7 @@ static cJSON *find_pr(const struct lrepo *r, int64_t number)
 	cJSON *pr;
 
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r->doc, "pulls"))
-		if (lf_jint(pr, "number", 0) == number)
+		if (kb_json_i64(pr, "number", 0) == number)
 			return pr;
 	return NULL;
 }
@@ -220,11 +207,11 @@ static char *pr_head_sha(const struct lrepo *r, const cJSON *pr)
 {
 	char *sha = NULL;
 
-	if (r->git_dir && lf_jstr(pr, "head") &&
-	    !lf_git_head(r->git_dir, lf_jstr(pr, "head"), &sha) &&
-	    lf_git_pull_ref(r->git_dir, lf_jint(pr, "number", 0), sha))
+	if (r->git_dir && kb_json_str(pr, "head") &&
+	    !lf_git_head(r->git_dir, kb_json_str(pr, "head"), &sha) &&
+	    lf_git_pull_ref(r->git_dir, kb_json_i64(pr, "number", 0), sha))
 		log_warn("local forge: refs/pull/%" PRId64 "/head not updated in '%s'",
-			 lf_jint(pr, "number", 0), r->name);
+			 kb_json_i64(pr, "number", 0), r->name);
 	return sha;
 }
 
@@ -245,7 +232,7 @@ static void render(const struct lrepo *r, const cJSON *pr, const char *sha)
 		}
 		if (lf_render_pr(r->dir.buf, r->doc, p, head))
 			log_warn("local forge: could not render pull request %" PRId64 " of '%s'",
-				 lf_jint(p, "number", 0), r->name);
+				 kb_json_i64(p, "number", 0), r->name);
 		free(head);
 	}
 }
@@ -273,17 +260,17 @@ static void pr_to_out(struct lf *lf, const struct lrepo *r, const cJSON *pr,
 	struct strbuf url = STRBUF_INIT;
 
 	kb_forge_pr_release(out);
-	out->number = lf_jint(pr, "number", 0);
-	out->title = dup_or_null(lf_jstr(pr, "title"));
-	out->body = dup_or_null(lf_jstr(pr, "body"));
-	out->state = dup_or_null(lf_jstr(pr, "state"));
+	out->number = kb_json_i64(pr, "number", 0);
+	out->title = dup_or_null(kb_json_str(pr, "title"));
+	out->body = dup_or_null(kb_json_str(pr, "body"));
+	out->state = dup_or_null(kb_json_str(pr, "state"));
 	out->merged = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "merged"));
 	out->draft = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pr, "draft"));
-	out->head_ref = dup_or_null(lf_jstr(pr, "head"));
+	out->head_ref = dup_or_null(kb_json_str(pr, "head"));
 	out->head_sha = pr_head_sha(r, pr);
 	out->head_repo = xstrdup(r->name);
-	out->base_ref = dup_or_null(lf_jstr(pr, "base"));
-	out->author = dup_or_null(lf_jstr(pr, "author"));
+	out->base_ref = dup_or_null(kb_json_str(pr, "base"));
+	out->author = dup_or_null(kb_json_str(pr, "author"));
 	strbuf_addf(&url, "%s/pulls/%" PRId64 ".md", r->dir.buf, out->number);
 	out->url = strbuf_detach(&url, NULL);
 	cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(pr, "labels"))
@@ -315,15 +302,6 @@ static void add_event(struct lf *lf, cJSON *pr, const char *event, const char *l
 
 /* --- the operations --- */
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out,
 				bool *not_modified, struct strbuf *etag, const char *repo,
 				const char *label)
@@ -332,13 +310,13 @@ static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out
 	struct lrepo r;
 	struct kb_forge_pr_list list = KB_FORGE_PR_LIST_INIT;
 	struct strbuf tag = STRBUF_INIT;
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = KB_FNV1A64_INIT;
 	const cJSON *pr;
 
 	if (repo_load(lf, &r, repo, false, false))
 		return -1;
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r.doc, "pulls")) {
-		const char *state = lf_jstr(pr, "state");
+		const char *state = kb_json_str(pr, "state");
 		char num[32];
 		char *sha;
 
@@ -351,12 +329,12 @@ static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out
 			list.alloc = list.alloc ? list.alloc * 2 : 8;
 			list.v = xrealloc(list.v, list.alloc * sizeof(*list.v));
 		}
-		list.v[list.nr].number = lf_jint(pr, "number", 0);
+		list.v[list.nr].number = kb_json_i64(pr, "number", 0);
 		list.v[list.nr++].head_sha = sha;
 		/* a new comment changes the poll's answer, as on GitHub (its comments count) */
-		xsnprintf(num, sizeof(num), "%" PRId64 ":%d:", lf_jint(pr, "number", 0),
+		xsnprintf(num, sizeof(num), "%" PRId64 ":%d:", kb_json_i64(pr, "number", 0),
 			  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(pr, "comments")));
-		h = fnv1a(fnv1a(fnv1a(h, num), sha), ";");
+		h = kb_fnv1a64_str(kb_fnv1a64_str(kb_fnv1a64_str(h, num), sha), ";");
 	}
 	/* the ETag is a hash of what the poll sees: equal means nothing to do */
 	strbuf_addf(&tag, "\"%016" PRIx64 "\"", h);
@@ -392,11 +370,11 @@ static int lf_label_actor(struct kb_forge *f, char **login_out, int64_t *at_out,
 		goto out;
 	}
 	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pr, "events")) {
-		const char *ev = lf_jstr(e, "event"), *l = lf_jstr(e, "label");
+		const char *ev = kb_json_str(e, "event"), *l = kb_json_str(e, "label");
 
 		if (ev && l && !strcmp(ev, "labeled") && !strcmp(l, label)) {
-			login = lf_jstr(e, "actor");
-			at = lf_jint(e, "created_at", 0);
+			login = kb_json_str(e, "actor");
+			at = kb_json_i64(e, "created_at", 0);
 		}
 	}
 	if (login) {
@@ -420,7 +398,7 @@ static int lf_permission(struct kb_forge *f, enum kb_forge_perm *out, const char
 
 	if (repo_load(lf_of(f), &r, repo, false, false))
 		return -1;
-	role = lf_jstr(cJSON_GetObjectItemCaseSensitive(r.doc, "permissions"), login);
+	role = kb_json_str(cJSON_GetObjectItemCaseSensitive(r.doc, "permissions"), login);
 	if (!role || kb_forge_perm_parse(role, out))
 		*out = (strlen(login) == owner_len && !strncmp(login, repo, owner_len)) ?
 			KB_PERM_ADMIN : KB_PERM_NONE;
@@ -459,7 +437,7 @@ static int lf_pr_files(struct kb_forge *f, struct strvec *paths, const char *rep
 	else if (!r.git_dir)
 		rc = error("repository '%s' has no git directory", repo);
 	else
-		rc = lf_git_changed(r.git_dir, lf_jstr(pr, "base"), lf_jstr(pr, "head"), paths);
+		rc = lf_git_changed(r.git_dir, kb_json_str(pr, "base"), kb_json_str(pr, "head"), paths);
 	repo_release(&r);
 	return rc;
 }
@@ -470,13 +448,13 @@ static const cJSON *pr_by_head(const struct lrepo *r, const char *branch)
 	const cJSON *pr, *closed = NULL;
 
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r->doc, "pulls")) {
-		const char *head = lf_jstr(pr, "head"), *state = lf_jstr(pr, "state");
+		const char *head = kb_json_str(pr, "head"), *state = kb_json_str(pr, "state");
 
 		if (!head || strcmp(head, branch))
 			continue;
 		if (state && !strcmp(state, "open"))
 			return pr;
-		if (!closed || lf_jint(pr, "number", 0) > lf_jint(closed, "number", 0))
+		if (!closed || kb_json_i64(pr, "number", 0) > kb_json_i64(closed, "number", 0))
 			closed = pr;
 	}
 	return closed;
@@ -526,7 +504,7 @@ static int lf_open_pr(struct kb_forge *f, struct kb_forge_pr *out, const char *r
 	if (repo_load(lf, &r, repo, true, false))
 		return -1;
 	existing = pr_by_head(&r, spec->head);
-	if (existing && lf_jstr(existing, "state") && !strcmp(lf_jstr(existing, "state"), "open")) {
+	if (existing && kb_json_str(existing, "state") && !strcmp(kb_json_str(existing, "state"), "open")) {
 		pr_to_out(lf, &r, existing, out);
 		log_info("local forge: a pull request for '%s' already exists in '%s'", spec->head,
 			 repo);
@@ -585,11 +563,11 @@ static int lf_update_pr(struct kb_forge *f, const char *repo, int64_t number, co
 static void comment_to_out(const cJSON *c, struct kb_forge_comment *out)
 {
 	kb_forge_comment_release(out);
-	out->id = lf_jint(c, "id", 0);
-	out->author = dup_or_null(lf_jstr(c, "author"));
-	out->body = dup_or_null(lf_jstr(c, "body"));
-	out->created_at = lf_jint(c, "created_at", 0);
-	out->updated_at = lf_jint(c, "updated_at", 0);
+	out->id = kb_json_i64(c, "id", 0);
+	out->author = dup_or_null(kb_json_str(c, "author"));
+	out->body = dup_or_null(kb_json_str(c, "body"));
+	out->created_at = kb_json_i64(c, "created_at", 0);
+	out->updated_at = kb_json_i64(c, "updated_at", 0);
 }
 
 static int lf_find_comment(struct kb_forge *f, struct kb_forge_comment *out, const char *repo,
@@ -607,7 +585,7 @@ static int lf_find_comment(struct kb_forge *f, struct kb_forge_comment *out, con
 		goto out;
 	}
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pr, "comments")) {
-		const char *body = lf_jstr(c, "body"), *author = lf_jstr(c, "author");
+		const char *body = kb_json_str(c, "body"), *author = kb_json_str(c, "author");
 
 		if (body && strstr(body, marker) && author && !strcmp(author, lf->actor)) {
 			comment_to_out(c, out);
@@ -635,7 +613,7 @@ static int lf_list_comments(struct kb_forge *f, struct kb_forge_comment_list *ou
 	}
 	/* like GitHub's since: created or updated at or after */
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pr, "comments")) {
-		if (lf_jint(c, "updated_at", 0) < since)
+		if (kb_json_i64(c, "updated_at", 0) < since)
 			continue;
 		if (out->nr == out->alloc) {
 			out->alloc = out->alloc ? out->alloc * 2 : 16;
@@ -666,14 +644,14 @@ static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_lis
 	struct lrepo r;
 	struct kb_forge_comment_list list = KB_FORGE_COMMENT_LIST_INIT;
 	struct strbuf tag = STRBUF_INIT;
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = KB_FNV1A64_INIT;
 	const cJSON *pr, *c;
 
 	if (repo_load(lf_of(f), &r, repo, false, false))
 		return -1;
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r.doc, "pulls")) {
 		cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pr, "comments")) {
-			if (lf_jint(c, "updated_at", 0) < since)
+			if (kb_json_i64(c, "updated_at", 0) < since)
 				continue;
 			if (list.nr == list.alloc) {
 				list.alloc = list.alloc ? list.alloc * 2 : 16;
@@ -681,7 +659,7 @@ static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_lis
 			}
 			memset(&list.v[list.nr], 0, sizeof(list.v[0]));
 			comment_to_out(c, &list.v[list.nr]);
-			list.v[list.nr++].issue = lf_jint(pr, "number", 0);
+			list.v[list.nr++].issue = kb_json_i64(pr, "number", 0);
 		}
 	}
 	if (list.nr)
@@ -692,7 +670,7 @@ static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_lis
 
 		xsnprintf(buf, sizeof(buf), "%" PRId64 ":%" PRId64 ":%" PRId64 ";", list.v[i].issue,
 			  list.v[i].id, list.v[i].updated_at);
-		h = fnv1a(fnv1a(h, buf), list.v[i].body ? list.v[i].body : "");
+		h = kb_fnv1a64_str(kb_fnv1a64_str(h, buf), list.v[i].body ? list.v[i].body : "");
 	}
 	strbuf_addf(&tag, "\"c%016" PRIx64 "\"", h);
 	if (etag->len && !strcmp(etag->buf, tag.buf)) {
@@ -756,7 +734,7 @@ static int lf_edit_comment(struct kb_forge *f, const char *repo, int64_t comment
 		return -1;
 	cJSON_ArrayForEach(pr, cJSON_GetObjectItemCaseSensitive(r.doc, "pulls")) {
 		cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pr, "comments")) {
-			if (lf_jint(c, "id", 0) != comment_id)
+			if (kb_json_i64(c, "id", 0) != comment_id)
 				continue;
 			set_str(c, "body", body);
 			set_int(c, "updated_at", kb_wall_s());
@@ -849,7 +827,7 @@ static int lf_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 		return -1;
 	if (*id_inout) {
 		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(r.doc, "check_runs"))
-			if (lf_jint(e, "id", 0) == *id_inout)
+			if (kb_json_i64(e, "id", 0) == *id_inout)
 				c = e;
 		if (!c) {
 			repo_release(&r);
@@ -870,10 +848,10 @@ static int lf_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 	set_str(c, "text", check->text);
 	set_str(c, "details_url", check->details_url);
 	set_int(c, "updated_at", kb_wall_s());
-	sha = lf_jstr(c, "head_sha");
+	sha = kb_json_str(c, "head_sha");
 	rc = commit(lf, &r, NULL, sha);
 	if (!rc)
-		*id_inout = lf_jint(c, "id", 0);
+		*id_inout = kb_json_i64(c, "id", 0);
 	repo_release(&r);
 	return rc;
 }

@@ -7,6 +7,7 @@
  *   render.c  the markdown view of a pull request
  */
 #include "core/common.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "core/strvec.h"
 #include "forge/local/local.h"
@@ -28,10 +29,6 @@ int lf_git_pull_ref(const char *git_dir, int64_t number, const char *sha);
  * (deleted paths left out), in git's order.
  */
 int lf_git_changed(const char *git_dir, const char *base, const char *head, struct strvec *paths);
-
-/* Record helpers shared with render.c. */
-const char *lf_jstr(const cJSON *o, const char *key);
-int64_t lf_jint(const cJSON *o, const char *key, int64_t def);
 
 /*
  * Write <dir>/pulls/<n>.md for the pull request record pr of document

@@ -1,9 +1,10 @@
-#ifndef KB_SEARCH_RNG_H
-#define KB_SEARCH_RNG_H
+#ifndef KB_CORE_RNG_H
+#define KB_CORE_RNG_H
 /*
- * The search's random numbers: splitmix64 over one uint64_t state the
- * caller keeps (and stores), so a search resumed from the store or run
- * again from its seed draws the same numbers.
+ * Random numbers for the search, the tuner, the LLM clients' backoff and
+ * model choice: splitmix64 over one uint64_t state the caller owns (and
+ * stores), so a search resumed from the store or run again from its seed
+ * draws the same numbers. Not for anything secret.
  */
 #include "core/common.h"
 
