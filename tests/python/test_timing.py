@@ -147,8 +147,12 @@ def test_flush_is_outside_the_timed_region(monkeypatch):
     r = timing.measure({"a": lambda: None, "b": lambda: None}, device="cpu",
                        warmup=2, min_time_ms=1e9, max_reps=4,
                        l2_flush=True)
-    # one flush before every timed call, none in the warm-up, none timed
-    assert SlowBuffer.fills == 8
+    # two to time the flush itself, then one before every sample (a batch
+    # of calls here: an empty call is far shorter than a 20 ms flush), none
+    # in the warm-up, none timed
+    assert SlowBuffer.fills == 2 + 8
+    assert r["a"]["samples"] == 4 and r["a"]["batch"] > 1
+    assert r["a"]["reps"] == 4 * r["a"]["batch"]
     assert r["a"]["median_ms"] < 5 and r["b"]["median_ms"] < 5
     SlowBuffer.fills = 0
     timing.measure({"a": lambda: None}, device="cpu", warmup=0,
@@ -156,9 +160,32 @@ def test_flush_is_outside_the_timed_region(monkeypatch):
     assert SlowBuffer.fills == 0
 
 
-def test_real_cpu_flush_buffer_is_twice_the_llc():
+def test_flush_is_at_most_a_quarter_of_the_measurement(monkeypatch):
+    """A flush much longer than the call: calls are batched per flush so
+    that flushing takes at most a quarter of the time, measured side by
+    side with the calls it precedes."""
+    class SlowBuffer:
+        fills = 0
+
+        def fill(self, value):
+            SlowBuffer.fills += 1
+            time.sleep(0.01)
+    monkeypatch.setitem(timing._flush_buffers, "cpu", SlowBuffer())
+    fn, per = _work_fn(0.2)
+    t0 = time.perf_counter()
+    r = timing.measure({"a": fn}, device="cpu", warmup=2, min_time_ms=200,
+                       max_reps=1000, l2_flush=True)["a"]
+    wall = time.perf_counter() - t0
+    flushing = SlowBuffer.fills * 0.01
+    assert r["batch"] > 1 and "batches" in r["method_reason"]
+    assert flushing <= 0.3 * wall, (flushing, wall, r["batch"])
+    assert r["flush_ms"] >= 10
+
+
+def test_real_cpu_flush_buffer_is_twice_the_llc_capped():
     buf = timing._cpu_flush_buffer()
-    assert buf.nbytes >= 2 * timing.cpu_llc_bytes() - 8
+    assert buf.nbytes >= min(2 * timing.cpu_llc_bytes(), timing.CPU_FLUSH_MAX_BYTES) - 8
+    assert buf.nbytes <= timing.CPU_FLUSH_MAX_BYTES
     fn, per = _work_fn(0.3)
     r = timing.measure({"a": fn}, device="cpu", warmup=1, min_time_ms=5,
                        max_reps=10, l2_flush=True)["a"]
