@@ -4,13 +4,15 @@ configs, reasons, summary, verdict.
 import math
 import platform
 
+from kernelbot_harness.timing.roofline import cpu_name
+
 HARNESS_VERSION = 1
 FLAGS = {"suspicious_speedup"}  # reasons that flag but do not reject
 
 
 def environment(backend, device=None):
     """What ran the evaluation; driver and CUDA only on the cuda backend."""
-    env = {"backend": backend, "device": _cpu_name(),
+    env = {"backend": backend, "device": cpu_name(),
            "driver": None, "cuda": None, "torch": None,
            "python": platform.python_version(), "harness": HARNESS_VERSION}
     try:
@@ -23,17 +25,6 @@ def environment(backend, device=None):
         env["cuda"] = torch.version.cuda
         env["driver"] = _driver_version()
     return env
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
 
 
 def _driver_version():

@@ -337,7 +337,8 @@ def _driver_version():
     return "unknown"
 
 
-def _cpu_name():
+def cpu_name():
+    """The CPU's model name (what evidence and the peaks cache key name)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -358,7 +359,7 @@ def _identity(device):
         key = "cuda|%s|driver %s|torch %s|cuda %s" % (
             name, _driver_version(), torch.__version__, torch.version.cuda)
     else:
-        name = _cpu_name()
+        name = cpu_name()
         key = "cpu|%s|threads %d|cpus %d|torch %s" % (
             name, torch.get_num_threads(), os.cpu_count() or 0,
             torch.__version__)
