@@ -152,7 +152,7 @@ def test_flush_is_outside_the_timed_region(monkeypatch):
     # in the warm-up, none timed
     assert SlowBuffer.fills == 2 + 8
     assert r["a"]["samples"] == 4 and r["a"]["batch"] > 1
-    assert r["a"]["reps"] == 4 * r["a"]["batch"]
+    assert r["a"]["reps"] >= 4 * 2
     assert r["a"]["median_ms"] < 5 and r["b"]["median_ms"] < 5
     SlowBuffer.fills = 0
     timing.measure({"a": lambda: None}, device="cpu", warmup=0,
@@ -161,25 +161,28 @@ def test_flush_is_outside_the_timed_region(monkeypatch):
 
 
 def test_flush_is_at_most_a_quarter_of_the_measurement(monkeypatch):
-    """A flush much longer than the call: calls are batched per flush so
-    that flushing takes at most a quarter of the time, measured side by
-    side with the calls it precedes."""
+    """A flush much longer than the call: calls are batched per flush, so
+    the flushes before the samples take about a third of the timed calls'
+    time (a quarter of the measurement), where one flush per call would
+    take 50 times it. Judged on the time the flushes really took, side by
+    side with the calls' (slack for a loaded machine)."""
     class SlowBuffer:
-        fills = 0
+        spent = []
 
         def fill(self, value):
-            SlowBuffer.fills += 1
+            t0 = time.perf_counter()
             time.sleep(0.01)
+            SlowBuffer.spent.append(time.perf_counter() - t0)
     monkeypatch.setitem(timing._flush_buffers, "cpu", SlowBuffer())
     fn, per = _work_fn(0.2)
-    t0 = time.perf_counter()
     r = timing.measure({"a": fn}, device="cpu", warmup=2, min_time_ms=200,
                        max_reps=1000, l2_flush=True)["a"]
-    wall = time.perf_counter() - t0
-    flushing = SlowBuffer.fills * 0.01
     assert r["batch"] > 1 and "batches" in r["method_reason"]
-    assert flushing <= 0.3 * wall, (flushing, wall, r["batch"])
     assert r["flush_ms"] >= 10
+    before_samples = SlowBuffer.spent[2:]  # the first two time the flush itself
+    assert len(before_samples) == r["samples"]
+    flushing_ms = 1e3 * sum(before_samples)
+    assert flushing_ms <= 0.5 * r["total_ms"], (flushing_ms, r["total_ms"], r["batch"])
 
 
 def test_real_cpu_flush_buffer_is_twice_the_llc_capped():

@@ -37,7 +37,8 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
       only its first call is cold, as in a model where a small op's inputs
       were just written). Repetitions until the slowest fn's summed time
       reaches `min_time_ms` or `max_reps` samples were taken (at least
-      min(3, max_reps)); "flush_ms" is one flush. "sync_median_ms" equals
+      min(3, max_reps)); the batch grows when later calls run faster than
+      the warm-up's ("batch" is the last one); "flush_ms" is one flush. "sync_median_ms" equals
       "median_ms" and "side_stream_suspect" is False.
 
     cuda: on torch's current stream. First a fixed warm-up of CLOCK_WARM_MS
@@ -455,9 +456,14 @@ def _cpu_batches(fns, names, warmup, flush_ms):
         if flush_ms is None:
             out[name] = 1
             continue
-        call = max(best[name] or 0.0, 1e-4)
-        out[name] = int(min(CPU_MAX_BATCH, max(1, math.ceil(FLUSH_SHARE_CALLS * flush_ms / call))))
+        out[name] = _batch_for(flush_ms, best[name])
     return out
+
+
+def _batch_for(flush_ms, call_ms):
+    """Calls per flush so that the calls take FLUSH_SHARE_CALLS flushes."""
+    call = max(call_ms or 0.0, 1e-4)
+    return int(min(CPU_MAX_BATCH, max(1, math.ceil(FLUSH_SHARE_CALLS * flush_ms / call))))
 
 
 def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
@@ -466,6 +472,7 @@ def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
     batch = _cpu_batches(fns, names, warmup, flush_ms)
     samples = {n: [] for n in names}
     totals = {n: 0.0 for n in names}
+    calls = {n: 0 for n in names}
     reps = 0
     while not _enough(totals, reps, min_time_ms, max_reps):
         for name in _rotated(names, reps):
@@ -479,12 +486,16 @@ def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
             ms = (t1 - t0) / 1e6
             samples[name].append(ms / b)
             totals[name] += ms
+            calls[name] += b
+            if flush_ms is not None:
+                # a warm-up that ran slow sized the batch too small: grow it
+                batch[name] = max(b, _batch_for(flush_ms, min(samples[name])))
         reps += 1
     out = {}
     for name in names:
         st = stats(samples[name])
         b = batch[name]
-        st["reps"] = len(samples[name]) * b
+        st["reps"] = calls[name]
         st["total_ms"] = totals[name]
         st["sync_median_ms"] = st["median_ms"]
         st["host_median_ms"] = st["median_ms"]
