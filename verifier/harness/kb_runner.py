@@ -144,6 +144,7 @@ def zygote(fd):
         for pid in list(workdirs):
             _reap_all(pid)
             shutil.rmtree(workdirs.pop(pid), ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)  # our scratch: nothing is left in it
 
 
 def _serve(ctl, base, workdirs):

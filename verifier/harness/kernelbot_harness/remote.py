@@ -63,7 +63,7 @@ class RemoteCaller:
         self.pid, self.sock = self.zyg.fork()
         self.ended = None
         k = req["kernel"]
-        h = self._ask({"op": "load", "kernel": k, "pass": req["pass"],
+        h, _ = self._ask({"op": "load", "kernel": k, "pass": req["pass"],
                        "backend": device.type, "operator": req["operator"]},
                       what="while loading the kernel")
         if "load_error" in h:
@@ -105,8 +105,7 @@ class RemoteCaller:
             self._end()
             raise DeviceFault("the kernel's process broke the protocol: %s"
                               % str(h["protocol_error"])[:300])
-        self._last_tensors = ts
-        return h
+        return h, ts
 
     def close(self):
         if self.ended is None:
@@ -134,8 +133,7 @@ class RemoteCaller:
             header["args"] = kbh_wire.encode_values(list(kargs), tensors)
             header["grads"] = kbh_wire.encode_values(list(grad_outs), tensors)
             self._sent = sent  # held: their ids cannot be reused meanwhile
-        h = self._ask(header, tensors)
-        ts = self._last_tensors
+        h, ts = self._ask(header, tensors)
         res = CallResult()
         try:
             res.error = _opt_str(h.get("error"))
@@ -164,11 +162,11 @@ class RemoteCaller:
                   "grads": kbh_wire.encode_values(list(grads), tensors),
                   "out_specs": _specs(out_specs), "timing": timing,
                   "has_model": getattr(case, "model", None) is not None}
-        h = self._ask(header, tensors, what="while preparing its timing")
+        h, _ = self._ask(header, tensors, what="while preparing its timing")
         if "timing_error" in h:
             return None, None, str(h["timing_error"])
         t0 = time.perf_counter()
-        h = self._ask({"op": "go"}, what="while being timed")
+        h, _ = self._ask({"op": "go"}, what="while being timed")
         wall_ms = (time.perf_counter() - t0) * 1e3
         stats = h.get("stats")
         if not isinstance(stats, dict):
