@@ -64,6 +64,7 @@ if sbx=$("$build/kernelbot" config check 2>&1); then
 	say "sandbox: $(echo "$sbx" | grep '^# sandbox')"
 else
 	say "SANDBOX DOES NOT WORK ON THIS RUNNER: $(echo "$sbx" | grep -i sandbox | tail -n 3)"
+	say "'kernelbot config check' said: $(echo "$sbx" | tail -n 12)"
 	say "bwrap: $(command -v bwrap) $(bwrap --version 2>&1); uid $(id -u); userns max $(cat /proc/sys/user/max_user_namespaces 2>&1)"
 	for t in "--unshare-user" "--unshare-pid" "--unshare-net" "--unshare-ipc"; do
 		bwrap $t --ro-bind / / true >/dev/null 2>&1; say "  bwrap $t: exit $?: $(bwrap $t --ro-bind / / true 2>&1 | head -n 1)"

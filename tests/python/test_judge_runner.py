@@ -35,7 +35,11 @@ def test_honest_kernel_passes_the_wall_check():
     assert res["verdict"] == "verified", res["reasons"]
     wc = res["configs"][0]["timing"]["wall_check"]
     assert wc["wall_ms"] <= wc["bound_ms"]
-    assert wc["reps"] == res["configs"][0]["timing"]["kernel"]["reps"]
+    # kernel and baselines timed in turns (ABAB), merged from both
+    k = res["configs"][0]["timing"]["kernel"]
+    assert wc["turns"] == 2 and k["turns"] == 2
+    assert 0 < wc["reps"] < k["reps"]
+    assert "sample_ms" not in k and res["configs"][0]["timing"]["eager"]["turns"] == 2
 
 
 def _verify(tmp_path, config):

@@ -1,4 +1,4 @@
-"""Tests of bench/harness/timing.py (CPU here; the CUDA tests run on a GPU)."""
+"""Tests of kernelbot_harness.timing.measure (CPU here; the CUDA tests run on a GPU)."""
 
 import math
 import os
@@ -369,3 +369,36 @@ def test_cuda_host_overhead_is_not_timed():
     assert r["slow_host"]["median_ms"] < 0.05, r
     assert r["slow_host"]["host_median_ms"] > 0.25
     assert r["slow_host"]["side_stream_suspect"] is False
+
+
+def test_merge_of_turns_is_the_statistics_of_all_samples():
+    a = timing.measure({"f": _work_fn(0.2)[0]}, device="cpu", warmup=1, min_time_ms=5,
+                       max_reps=20, l2_flush=False)["f"]
+    b = timing.measure({"f": _work_fn(0.2)[0]}, device="cpu", warmup=1, min_time_ms=5,
+                       max_reps=20, l2_flush=False)["f"]
+    m = timing.merge([a, None, b])
+    both = timing.stats(a["sample_ms"] + b["sample_ms"])
+    assert m["median_ms"] == both["median_ms"] and m["iqr_ms"] == both["iqr_ms"]
+    assert m["reps"] == a["reps"] + b["reps"] and m["turns"] == 2
+    assert m["total_ms"] == pytest.approx(a["total_ms"] + b["total_ms"])
+    assert timing.merge([None]) is None
+    with pytest.raises(ValueError):
+        timing.merge([a, dict(b, sample_ms=[1.0])])      # count disagrees
+    with pytest.raises(ValueError):
+        timing.merge([a, dict(b, sample_ms=["x"] * b["samples"])])
+    # a flag raised in one turn stays raised
+    assert timing.merge([a, dict(b, side_stream_suspect=True)])["side_stream_suspect"]
+
+
+def test_crosscheck_rejects_samples_that_contradict_the_summary():
+    from kernelbot_harness import remote
+    st = timing.measure({"f": _work_fn(0.2)[0]}, device="cpu", warmup=1, min_time_ms=5,
+                        max_reps=20, l2_flush=False)["f"]
+    ok, fig = remote.crosscheck(st, st["total_ms"] + 1.0, 0.0, 1)
+    assert ok, fig
+    # honest summary, forged (tiny) samples: the merged median would lie
+    tiny = dict(st, sample_ms=[v / 100 for v in st["sample_ms"]])
+    ok, fig = remote.crosscheck(tiny, st["total_ms"] + 1.0, 0.0, 1)
+    assert not ok and "samples" in fig["why"]
+    ok, fig = remote.crosscheck(dict(st, sample_ms=None), 1.0, 0.0, 1)
+    assert not ok and fig["why"] == "malformed timing samples"

@@ -207,6 +207,25 @@ def _num(v):
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _samples_disagree(stats, reps, total, med):
+    """Why the runner's per-call samples contradict its own summary, or
+    None: the judge merges turns from the samples (timing.measure.merge),
+    so they must be the figures the wall check judged. Every per-call
+    time lies between the smallest and largest sample, so the total lies
+    between reps x min and reps x max."""
+    from kernelbot_harness.timing.measure import valid_samples, stats as summary
+    if not valid_samples(stats):
+        return "malformed timing samples"
+    vals = stats["sample_ms"]
+    if not vals:
+        return None if reps == 0 else "timing figures without samples"
+    tol = 1e-6 * max(1.0, total)
+    if abs(summary(vals)["median_ms"] - med) > 1e-6 * max(1.0, med) or \
+            total < reps * min(vals) - tol or total > reps * max(vals) + tol:
+        return "the timing samples do not give the reported figures"
+    return None
+
+
 def crosscheck(stats, wall_ms, own_overhead_ms, warmup):
     """The judge's check of the runner's timing (PROTOCOL.md): the wall
     time the judge saw must be explained by the figures the runner gave.
@@ -218,6 +237,9 @@ def crosscheck(stats, wall_ms, own_overhead_ms, warmup):
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 0 or \
             total is None or med is None or total < 0 or med < 0:
         return False, {"wall_ms": wall_ms, "why": "malformed timing figures"}
+    why = _samples_disagree(stats, reps, total, med)
+    if why:
+        return False, {"wall_ms": wall_ms, "why": why}
     calls = reps + max(0, int(warmup))
     bound = WALL_FACTOR * (total + warmup * med + calls * own_overhead_ms) + FIXED_MS
     figures = {"wall_ms": round(wall_ms, 3), "bound_ms": round(bound, 3),

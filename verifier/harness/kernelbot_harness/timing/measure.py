@@ -12,7 +12,7 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
                    "sync_median_ms", "host_median_ms", "sync_null_ms",
                    "sync_excess_ms", "tail_batch", "host_starved",
                    "side_stream_suspect", "method", "method_reason", "batch", "samples", "ci_rel",
-                   and with method "graph": "flush_ms", "events_median_ms"}}
+                   "sample_ms", and with method "graph": "flush_ms", "events_median_ms"}}
     Times every zero-argument callable of `fns` in the same process,
     interleaved: each repetition (or round) calls every fn once, in an
     order rotated by its number, so clock and thermal drift hit all of them
@@ -23,7 +23,9 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
     the half-width of the median's distribution-free 95% confidence
     interval over the median (None with too few samples). "reps" counts
     the calls timed, "samples" the per-call figures the statistics are
-    over (a graph sample is the mean of a batch of "batch" calls).
+    over (a graph sample is the mean of a batch of "batch" calls) and
+    "sample_ms" those figures, so that timings taken in turns can be
+    merged (merge()).
     Exceptions from a fn propagate (outside a graph capture).
 
     cpu ("wall"): time.perf_counter_ns around each call; the cache flush
@@ -264,6 +266,48 @@ def stats(samples_ms):
 
 
 # ------------------------------------------------------------ cache flushes
+
+def valid_samples(st):
+    """Whether stats `st` carry a well-formed "sample_ms": as many finite
+    numbers as "samples" says (a graph sample, a difference, may be
+    slightly negative) (a runner's figures are
+    untrusted input)."""
+    vals, n = st.get("sample_ms"), st.get("samples")
+    if not isinstance(vals, list) or not isinstance(n, int) or isinstance(n, bool) \
+            or len(vals) != n:
+        return False
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and
+               math.isfinite(v) for v in vals)
+
+
+def merge(parts):
+    """One fn's stats from timings taken in turns with other fns' (the
+    kernel in its runner, the baselines in the judge, ABAB): statistics
+    over all samples together, reps and totals summed. A flag set in any
+    turn stays set; the rest comes from the last turn. Parts must pass
+    valid_samples (ValueError otherwise); None parts are skipped."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    for p in parts:
+        if not valid_samples(p):
+            raise ValueError("malformed timing samples")
+    vals = [float(v) for p in parts for v in p["sample_ms"]]
+    out = dict(parts[-1])
+    out.update(stats(vals))
+    out.update({"reps": sum(int(p.get("reps") or 0) for p in parts),
+                "total_ms": sum(float(p.get("total_ms") or 0.0) for p in parts),
+                "samples": len(vals), "ci_rel": ci_rel(vals), "sample_ms": vals,
+                "turns": len(parts)})
+    for key in ("side_stream_suspect", "host_starved"):
+        if any(p.get(key) for p in parts):
+            out[key] = True
+    excess = [p["sync_excess_ms"] for p in parts
+              if isinstance(p.get("sync_excess_ms"), (int, float))]
+    if excess:
+        out["sync_excess_ms"] = max(excess)
+    return out
+
 
 def _parse_size(text):
     text = text.strip().upper()
@@ -507,7 +551,7 @@ def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
                    % (b, flush_ms))
         st.update({"method": "wall", "method_reason": why, "batch": b,
                    "flush_ms": flush_ms, "samples": len(samples[name]),
-                   "ci_rel": ci_rel(samples[name])})
+                   "ci_rel": ci_rel(samples[name]), "sample_ms": samples[name]})
         out[name] = st
     return out
 
@@ -843,7 +887,8 @@ class _EventTimer:
         st = stats(self.samples[name])
         st["total_ms"] = self.totals[name]
         st.update({"batch": 1, "samples": st["reps"],
-                   "ci_rel": ci_rel(self.samples[name])})
+                   "ci_rel": ci_rel(self.samples[name]),
+                   "sample_ms": list(self.samples[name])})
         return st
 
     def finish(self, per_name, method, reason):
@@ -1004,7 +1049,8 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
         st = stats(samples[name])
         st.update({"reps": rounds * n, "total_ms": sum(samples[name]) * n,
                    "batch": n, "samples": rounds, "ci_rel": ci_rel(samples[name]),
-                   "flush_ms": _median(flush_samples), "events_median_ms": alone})
+                   "flush_ms": _median(flush_samples), "events_median_ms": alone,
+                   "sample_ms": samples[name]})
         out[name] = st
     return out, None
 
