@@ -1056,6 +1056,9 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 	}
 	s.backend = kb_backend_name(o->backend);
 	s.pass = o->pass ? o->pass : "forward";
+	/* the final check of the best (and its forward pass, for backward) in reserve */
+	kb_budget_init(&s.clock, o->deadline_ms, strcmp(s.pass, "backward") ? 1 : 2,
+		       o->final_seeds > 0 ? o->final_seeds : vf->cfg->seeds, KB_TUNE_SEEDS);
 	s.ext = o->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp";
 	s.nr_islands = s.cfg->search_islands < 1 ? 1 : s.cfg->search_islands > 64 ? 64 : (size_t)s.cfg->search_islands;
 	s.generations = s.cfg->search_generations > 0 ? s.cfg->search_generations : 0;

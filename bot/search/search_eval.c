@@ -407,8 +407,11 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		}
 		to_run[m++] = c;
 	}
-	if (m && s->o->deadline_ms && kb_now_ms() >= s->o->deadline_ms) {
-		srch_cut_short(s, "the time budget ran out");
+	if (m && !kb_budget_may_start(&s->clock, kb_now_ms(), m)) {
+		srch_cut_short(s, "the time budget ran out (%zu more candidate%s and the final check would "
+			       "take about %lld s)", m, m == 1 ? "" : "s",
+			       (long long)((kb_budget_estimate_ms(&s->clock, m) +
+					    kb_budget_reserve_ms(&s->clock)) / 1000));
 		m = 0;
 	}
 	if (m && kb_stop_requested()) {
@@ -416,9 +419,12 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		goto out;
 	}
 	if (m) {
+		int64_t t0 = kb_now_ms();
+
 		rc = evaluate(s, to_run, m, stage);
 		if (rc)
 			goto out;
+		kb_budget_spent(&s->clock, kb_now_ms() - t0, m);
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct kb_search_cand *c = batch[i];

@@ -77,7 +77,8 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 		rc = KB_ECANCELLED;
 		goto out;
 	}
-	if (s->o->deadline_ms && kb_now_ms() >= s->o->deadline_ms) {
+	/* only the final check's reserve left: no call whose candidate could not be run */
+	if (!kb_budget_may_start(&s->clock, kb_now_ms(), 0)) {
 		srch_cut_short(s, "the time budget ran out");
 		rc = KB_EBUDGET;
 		goto out;

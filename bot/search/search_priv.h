@@ -7,6 +7,7 @@
  * search_status.c the summary). Not for use outside bot/search.
  */
 #include "core/common.h"
+#include "core/budget.h"
 #include "core/strbuf.h"
 #include "core/strvec.h"
 #include "llm/llm.h"
@@ -74,6 +75,7 @@ struct srch {
 	double wall_before;            /* wall_s of earlier runs of this search */
 	int64_t generation;            /* the generation being worked on */
 	char *cut_short;
+	struct kb_budget clock;    /* the time budget: may a batch still be evaluated */
 	size_t evaluated, replayed, asked, failed_calls;
 	bool no_verifiers;             /* template points skip the LLM verifiers */
 };

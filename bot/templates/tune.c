@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/budget.h"
 #include "core/json.h"
 #include "templates/tune.h"
 #include "templates/template.h"
@@ -1072,9 +1073,23 @@ out:
 	return rc;
 }
 
-static bool past_deadline(const struct tuner *tn)
+/* The time budget stops the tuning: say so, and what happens next. */
+static void budget_reached(struct tuner *tn, const struct kb_budget *b, long best)
 {
-	return tn->o->deadline_ms > 0 && kb_now_ms() >= tn->o->deadline_ms;
+	struct kb_tune_result *res = tn->res;
+
+	res->cut_short = true;
+	if (best >= 0)
+		kb_progress_note(tn->pg, "time budget reached after %zu point%s (another chunk and the final "
+				 "check would take about %lld s): the search stops, the best so far (%s) gets "
+				 "its final check", res->nr_points, res->nr_points == 1 ? "" : "s",
+				 (long long)((kb_budget_estimate_ms(b, tn->vf->build.jobs > 0 ?
+								    (size_t)tn->vf->build.jobs : 1) +
+					      kb_budget_reserve_ms(b)) / 1000),
+				 res->points[best].name);
+	else
+		kb_progress_note(tn->pg, "time budget reached after %zu point%s, none verified: the "
+				 "tuning stops", res->nr_points, res->nr_points == 1 ? "" : "s");
 }
 
 static size_t canonical_point(void *t, size_t index)
@@ -1088,9 +1103,13 @@ static int search(struct tuner *tn)
 	const struct kb_template_space *sp = kb_template_space(tn->t);
 	size_t *radix = xcalloc(sp->nr ? sp->nr : 1, sizeof(*radix)), *batch = NULL, n;
 	const struct kb_config *cfg = tn->cfg;
+	struct kb_budget budget;
 	long best;
 	int rc = -1;
 
+	/* the final check of the best (and its forward pass, for backward) in reserve */
+	kb_budget_init(&budget, tn->o->deadline_ms, strcmp(tn->pass, "backward") ? 1 : 2,
+		       tn->final_seeds, tn->tune_seeds);
 	for (size_t i = 0; i < sp->nr; i++)
 		radix[i] = sp->params[i].nr;
 	/* the seed depends on the template only: the same operator samples the same points */
@@ -1119,17 +1138,19 @@ static int search(struct tuner *tn)
 			kb_progress_note(tn->pg, "refine round %zu: %zu neighbour%s of %s", tn->search.round - 1,
 					 n, n == 1 ? "" : "s", res->points[best].name);
 		for (size_t off = 0; off < n; off += chunk) {
-			if (best >= 0 && past_deadline(tn)) {
-				res->cut_short = true;
-				kb_progress_note(tn->pg, "time budget reached after %zu point%s: the search stops, "
-						 "the best so far (%s) gets its final check", res->nr_points,
-						 res->nr_points == 1 ? "" : "s", res->points[best].name);
+			size_t k = n - off < chunk ? n - off : chunk;
+			int64_t t0 = kb_now_ms();
+
+			/* the first chunk always runs: without a point there is nothing to publish */
+			if (res->nr_points && !kb_budget_may_start(&budget, t0, k)) {
+				budget_reached(tn, &budget, best);
 				rc = 0;
 				goto out;
 			}
-			rc = evaluate_batch(tn, batch + off, n - off < chunk ? n - off : chunk);
+			rc = evaluate_batch(tn, batch + off, k);
 			if (rc)
 				goto out;
+			kb_budget_spent(&budget, kb_now_ms() - t0, k);
 			best = best_point(res, NULL);
 		}
 	}

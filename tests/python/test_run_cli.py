@@ -368,3 +368,46 @@ def test_killed_run_reuses_finished_points(env, tmp_path):
         assert "verified earlier, to be timed" in r.stderr, r.stderr
     hits = re.search(r"(\d+) from the cache", r.stdout)
     assert hits and int(hits.group(1)) >= len(timed), r.stdout
+
+
+def _budget_run(env, tag, budget):
+    """`kernelbot run --time-budget` on the layernorm template with a
+    space larger than the budget, in a state dir of its own (nothing
+    cached): (completed process with .seconds, kernel.json)."""
+    cfg = env["dir"] / ("budget-%s.ini" % tag)
+    text = open(env["config"]).read().replace(
+        str(env["dir"] / "state"), str(env["dir"] / ("state-budget-" + tag)))
+    cfg.write_text(text.replace("max_points = 2\nexhaustive_limit = 1\nrefine_rounds = 1\n",
+                                "max_points = 12\nexhaustive_limit = 1\nrefine_rounds = 2\n"))
+    out = env["dir"] / "out" / ("budget-" + tag)
+    t = time.monotonic()
+    r = subprocess.run([BIN, "run", "-c", str(cfg), operator_path(env, "layernorm", "kernelbench"),
+                        "--out", str(out), "--time-budget", str(budget)],
+                       capture_output=True, text=True, timeout=600, cwd=str(env["dir"]))
+    r.seconds = time.monotonic() - t
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(out / "kernel.json") as f:
+        return r, json.load(f)
+
+
+def test_time_budget_bounds_wall_time(env):
+    """The budget bounds the run's wall time within 10%, the best so far is
+    published. A budget of 1 s runs the first chunk of points (nothing to
+    publish otherwise) and its final check: that minimal run's wall time,
+    measured here, sizes the budget of the second run, so the test judges
+    a ratio on this machine, whatever its speed or load. 1.3 x the minimal
+    run leaves room for about one more chunk but not for it and a final
+    check: a run that starts points until the deadline and only then
+    checks its best overruns."""
+    r1, kj1 = _budget_run(env, "min", 1)
+    assert kj1["tuning"]["cut_short"] is True and kj1["verdict"] == "verified"
+    assert "time budget reached after" in r1.stderr, r1.stderr
+    budget = max(3, int(round(1.3 * r1.seconds)))
+    r2, kj2 = _budget_run(env, "ratio", budget)
+    assert kj2["verdict"] == "verified", kj2
+    print("budget: minimal run %.1f s, budget %d s, run %.1f s" % (r1.seconds, budget, r2.seconds))
+    assert r2.seconds <= 1.1 * budget, (r2.seconds, budget, r2.stderr)
+    assert kj2["tuning"]["cut_short"] is True, kj2["tuning"]
+    # no point started once the estimate said it would not fit
+    note = r2.stderr[r2.stderr.index("time budget reached after"):]
+    assert "[generate" not in note and "[build" not in note, note

@@ -1,4 +1,5 @@
 /* strbuf, strvec, logging with redaction, and the util helpers. */
+#include "core/budget.h"
 #include "core/common.h"
 #include "core/cscan.h"
 #include "core/hash.h"
@@ -387,6 +388,42 @@ static void test_cscan(void **state)
 	assert_false(kb_c_digit_separator_at(num, strstr(num, "'a") - num));
 }
 
+/* The budget lets a unit start only when it and the final check's reserve fit. */
+static void test_budget(void **state)
+{
+	struct kb_budget b;
+
+	(void)state;
+	kb_budget_init(&b, 0, 1, 5, 2);
+	assert_true(kb_budget_may_start(&b, INT64_MAX - 1, 1000)); /* no budget */
+
+	/* one final check of 4 seeds after screening with 2: 2 x 1.5 = 3 items */
+	kb_budget_init(&b, 100000, 1, 4, 2);
+	assert_int_equal(kb_budget_estimate_ms(&b, 4), 0);
+	assert_int_equal(kb_budget_reserve_ms(&b), 0);
+	assert_true(kb_budget_may_start(&b, 99999, 4));    /* nothing measured yet */
+	assert_false(kb_budget_may_start(&b, 100000, 1));  /* the deadline passed */
+	kb_budget_spent(&b, 20000, 2);                     /* 10 s an item */
+	kb_budget_spent(&b, -5, 1);                        /* ignored */
+	kb_budget_spent(&b, 5, 0);                         /* ignored */
+	assert_int_equal(kb_budget_estimate_ms(&b, 3), 30000);
+	assert_int_equal(kb_budget_reserve_ms(&b), 30000);
+	/* 2 items (20 s) + the final check (30 s) = 50 s */
+	assert_true(kb_budget_may_start(&b, 50000, 2));
+	assert_false(kb_budget_may_start(&b, 50001, 2));
+	/* n = 0: only the reserve */
+	assert_true(kb_budget_may_start(&b, 70000, 0));
+	assert_false(kb_budget_may_start(&b, 70001, 0));
+	/* huge figures saturate instead of wrapping into "it fits" */
+	kb_budget_spent(&b, INT64_MAX, 1);
+	assert_false(kb_budget_may_start(&b, 0, SIZE_MAX));
+
+	/* the same seeds: the fresh process alone, 1.5 items */
+	kb_budget_init(&b, 100000, 1, 2, 2);
+	kb_budget_spent(&b, 10000, 1);
+	assert_int_equal(kb_budget_reserve_ms(&b), 15000);
+}
+
 static void test_sleep_stop_aware(void **state)
 {
 	int64_t t0 = kb_now_ms();
@@ -421,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_http_retry_after),
 		cmocka_unit_test(test_cscan),
 		cmocka_unit_test(test_sleep_stop_aware),
+		cmocka_unit_test(test_budget),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,51 @@
+#include "core/budget.h"
+#include "core/util.h"
+
+void kb_budget_init(struct kb_budget *b, int64_t deadline_ms, int checks, int64_t final_seeds,
+		    int64_t screen_seeds)
+{
+	double ratio = screen_seeds > 0 && final_seeds > screen_seeds ?
+		       (double)final_seeds / (double)screen_seeds : 1.0;
+
+	b->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
+	b->spent_ms = 0;
+	b->items = 0;
+	b->final_items = checks > 0 ? checks * ratio * KB_BUDGET_FRESH_FACTOR : 0.0;
+}
+
+void kb_budget_spent(struct kb_budget *b, int64_t ms, size_t n)
+{
+	if (ms < 0 || !n)
+		return;
+	b->spent_ms = kb_sat_add_i64(b->spent_ms, ms);
+	b->items = kb_sat_add_i64(b->items, (int64_t)(n < INT64_MAX ? n : INT64_MAX));
+}
+
+int64_t kb_budget_estimate_ms(const struct kb_budget *b, size_t n)
+{
+	int64_t per;
+
+	if (!b->items)
+		return 0;
+	per = b->spent_ms / b->items;
+	return kb_sat_mul_i64(per, (int64_t)(n < INT64_MAX ? n : INT64_MAX));
+}
+
+int64_t kb_budget_reserve_ms(const struct kb_budget *b)
+{
+	double ms = (double)kb_budget_estimate_ms(b, 1) * b->final_items;
+
+	return ms < (double)INT64_MAX / 2 ? (int64_t)ms : INT64_MAX / 2;
+}
+
+bool kb_budget_may_start(const struct kb_budget *b, int64_t now_ms, size_t n)
+{
+	int64_t need;
+
+	if (!b->deadline_ms)
+		return true;
+	if (now_ms >= b->deadline_ms)
+		return false;
+	need = kb_sat_add_i64(kb_budget_estimate_ms(b, n), kb_budget_reserve_ms(b));
+	return kb_sat_add_i64(now_ms, need) <= b->deadline_ms;
+}
