@@ -1,15 +1,24 @@
 # kernelbot: plain GNU make, no autotools.
-#   make            build/kernelbot
-#   make test       every suite (C unit tests, pytest), ends "N passed, N failed"
+#   make            build/kernelbot (BUILD=dir builds elsewhere, for every goal)
+#   make asan       build/asan/kernelbot under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test       every suite (C unit tests, pytest), a line per suite (and per
+#                   pytest file) as it ends; ends "N passed, N failed, N skipped"
+#   make check      the same as make test
 #   make test-asan  the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       every libFuzzer target (clang) for FUZZ_SECONDS each (default 30)
+#   make fuzz-build the libFuzzer targets only, in build/fuzz
 #   make test-gpu   the GPU suites (needs an NVIDIA GPU; says so and exits 0 without one)
 #   make demo       the main job on built-in defaults (the bot on the local forge)
 #   make demo-verify the verifier alone on a correct kernel and a reward hack
 #   make bench-eval the verifier's benchmark (GPU figures; CPU otherwise)
 #   make bench-templates the built-in templates vs eager and torch.compile, per family and size
 #   make bench-search the LLM search: bot overhead per candidate, candidates per GPU-hour vs robust-kbench style
+#   make bench-bot  the daemon polling 100 idle repositories: API calls per cycle and memory
+#   make gpu-bundle the shared libraries a GPU runner without the build's packages needs
 #   make install PREFIX=/usr/local DESTDIR=
+#   make uninstall  remove what make install put there
+#   make clean      remove build/ (or BUILD)
+#   make help       this list
 # Missing packages are installed by mk/deps.sh (apt-get) or it prints the command.
 
 PREFIX ?= /usr/local

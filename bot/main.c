@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 			rc = cli_commands[i].run(argc - 1, argv + 1);
 			goto out;
 		}
-	rc = cli_usage_error(name, "unknown command; 'kernelbot --help' lists them");
+	rc = cli_unknown_command(name);
 out:
 	log_close();
 	log_clear_secrets();

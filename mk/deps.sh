@@ -6,11 +6,46 @@
 #                      git and a web server for the git smart-HTTP tests
 #   mk/deps.sh demo    build + what the CPU backend runs (torch)
 #   mk/deps.sh fuzz    build + clang and compiler-rt (libFuzzer, the sanitizers)
+#   mk/deps.sh services PKG...
+#                      stop and disable the services PKG ships (what an install
+#                      by this script does by itself; for hosts an older one left
+#                      with lighttpd running)
 # Installs what is missing with apt-get (as root, else through sudo when it
 # needs no password); otherwise stops and prints the exact command to run.
+# The host keeps no new service: nothing a package ships is started while
+# it installs (policy-rc.d), and its units are disabled afterwards (the
+# git server tests run lighttpd themselves, in the foreground, as a child).
 set -eu
 
 profile=${1:-build}
+
+# Stop and disable the systemd units and init scripts of the packages "$@"
+# (installed already). Quiet when there is nothing to do.
+quiet_services() {
+	for pkg in "$@"; do
+		units=$(dpkg -L "$pkg" 2>/dev/null | sed -n 's|^\(/usr\)\{0,1\}/lib/systemd/system/\([^/@]*\.service\)$|\2|p' | sort -u)
+		for unit in $units; do
+			if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+				$SUDO systemctl disable --now "$unit" >/dev/null 2>&1 || true
+			elif command -v deb-systemd-helper >/dev/null 2>&1; then
+				$SUDO deb-systemd-helper disable "$unit" >/dev/null 2>&1 || true
+			fi
+			name=${unit%.service}
+			if [ -x "/etc/init.d/$name" ] && command -v update-rc.d >/dev/null 2>&1; then
+				$SUDO update-rc.d "$name" disable >/dev/null 2>&1 || true
+			fi
+			echo "mk/deps.sh: $unit (package $pkg) left stopped and disabled" >&2
+		done
+	done
+}
+
+if [ "$profile" = services ]; then
+	shift
+	SUDO=
+	[ "$(id -u)" = 0 ] || SUDO="sudo -n"
+	quiet_services "$@"
+	exit 0
+fi
 
 build_pkgs="gcc g++ make pkg-config git libgit2-dev libcurl4-openssl-dev libcjson-dev
 libinih-dev libssl-dev libsqlite3-dev libdlpack-dev libmicrohttpd-dev libseccomp-dev bubblewrap"
@@ -55,9 +90,19 @@ elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
 else
 	echo "mk/deps.sh: missing packages; run this, then make again:" >&2
 	echo "  sudo apt-get update && sudo apt-get install -y$missing" >&2
+	echo "  sudo sh mk/deps.sh services$missing   # no service of theirs left enabled" >&2
 	exit 2
 fi
 export DEBIAN_FRONTEND=noninteractive
+# No service of a package starts while it installs (invoke-rc.d asks
+# policy-rc.d; 101: action forbidden), unless the host has a policy of its own.
+policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\n# mk/deps.sh (kernelbot) while it installs packages\nexit 101\n' |
+		$SUDO tee "$policy" >/dev/null && $SUDO chmod 755 "$policy" || policy=
+fi
+trap '[ -z "$policy" ] || $SUDO rm -f "$policy"' EXIT
 # Only refresh the lists when an install fails on stale or absent lists.
 if ! $SUDO apt-get install -y -q $missing >&2; then
 	$SUDO apt-get update -q >&2
@@ -66,3 +111,5 @@ if ! $SUDO apt-get install -y -q $missing >&2; then
 		exit 2
 	}
 fi
+# shellcheck disable=SC2086
+quiet_services $missing

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/progress.h"
 #include "verifier/harness_client.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
@@ -700,19 +701,51 @@ int kb_verifier_backend(const struct kb_verifier *vf, const char *kernel_path,
 	return 0;
 }
 
+#define OPERATOR_FORMATS \
+	"an operator is one KernelBench .py file (class Model, get_inputs(), get_init_inputs())" \
+	" or a robust-kbench folder (func_forward.py, config_forward.json)"
+
+int kb_operator_check_path(const char *op, struct strbuf *why)
+{
+	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT;
+	int rc = -1;
+
+	if (access(op, F_OK)) {
+		strbuf_addf(why, "operator '%s' does not exist", op);
+		goto out;
+	}
+	if (kb_is_dir(op)) {
+		strbuf_addf(&path, "%s/func_forward.py", op);
+		if (!kb_is_file(path.buf)) {
+			strbuf_addf(why, "operator '%s' is a folder without func_forward.py: " OPERATOR_FORMATS, op);
+			goto out;
+		}
+	} else if (!kb_is_file(op) || !ends_with(op, ".py")) {
+		strbuf_addf(why, "operator '%s' is neither a .py file nor a folder: " OPERATOR_FORMATS, op);
+		goto out;
+	} else if (strbuf_read_file(&text, op, 16u << 20) < 0) {
+		strbuf_addf(why, "could not read operator '%s'", op);
+		goto out;
+	} else if (!strstr(text.buf, "Model") || !strstr(text.buf, "get_inputs")) {
+		/* a file that never names them cannot define them: no need to start python */
+		strbuf_addf(why, "operator '%s' defines no %s: " OPERATOR_FORMATS, op,
+			    strstr(text.buf, "Model") ? "get_inputs()" : "class Model");
+		goto out;
+	}
+	rc = 0;
+out:
+	strbuf_release(&path);
+	strbuf_release(&text);
+	return rc;
+}
+
 int kb_verifier_check_paths(const char *op, const char *kernel, struct strbuf *why)
 {
 	struct strbuf src = STRBUF_INIT;
 	enum kb_kernel_abi abi;
 
-	if (access(op, F_OK)) {
-		strbuf_addf(why, "operator '%s' does not exist", op);
+	if (kb_operator_check_path(op, why))
 		return -1;
-	}
-	if (!kb_is_dir(op) && !(kb_is_file(op) && ends_with(op, ".py"))) {
-		strbuf_addf(why, "operator '%s' is neither a .py file nor a robust-kbench folder", op);
-		return -1;
-	}
 	if (!kb_is_file(kernel)) {
 		strbuf_addf(why, "kernel '%s' does not exist", kernel);
 		return -1;
@@ -910,6 +943,9 @@ static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, str
 		return -1;
 	if (o->seeds > 0)
 		cJSON_ReplaceItemInObjectCaseSensitive(req, "seeds", cJSON_CreateNumber((double)o->seeds));
+	if (o->max_configs > 0)
+		cJSON_ReplaceItemInObjectCaseSensitive(req, "max_configs",
+						       cJSON_CreateNumber((double)o->max_configs));
 	kernel = cJSON_AddObjectToObject(req, "kernel");
 	cJSON_AddStringToObject(kernel, "abi", kb_abi_name(c->abi));
 	if (c->abi == KB_ABI_NATIVE) {
@@ -974,12 +1010,33 @@ static void cand_finish(struct cand *c)
 	kb_evidence_annotate(c->ev, &meta);
 }
 
+/* The worker's wait hook: the harness's stage, config and seed as the progress activity. */
+static void show_harness_wait(const char *stage, int config, int seed, void *payload)
+{
+	struct kb_verifier *vf = payload;
+	const char *k = vf->current ? vf->current : "kernel";
+	const char *slash = strrchr(k, '/');
+
+	if (slash)
+		k = slash + 1;
+	if (!stage)
+		kb_progress_tick(vf->progress);
+	else if (config >= 0 && seed >= 0)
+		kb_progress_activity(vf->progress, "%s: %s, config %d, seed %d", k, stage, config, seed);
+	else if (config >= 0)
+		kb_progress_activity(vf->progress, "%s: %s, config %d", k, stage, config);
+	else
+		kb_progress_activity(vf->progress, "%s: %s", k, stage);
+}
+
 void kb_verifier_use_worker(struct kb_verifier *vf)
 {
 	if (vf->worker)
 		return;
 	vf->worker = xmalloc(sizeof(*vf->worker));
 	kb_harness_worker_init(vf->worker, &vf->harness);
+	vf->worker->on_wait = show_harness_wait;
+	vf->worker->on_wait_payload = vf;
 }
 
 int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts *o,
@@ -987,6 +1044,7 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 			      kb_eval_done_fn done, void *payload)
 {
 	struct cand *cs = xcalloc(n ? n : 1, sizeof(*cs));
+	size_t nr_native = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -1005,8 +1063,10 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 	 * then python and torch start while the compiler works, with the
 	 * operator already in the sandbox's view */
 	for (size_t i = 0; o->timing && i < n; i++)
-		if (!cs[i].ev)
+		if (!cs[i].ev) {
+			kb_progress_activity(vf->progress, "the machine's copy and matrix peaks (once per state dir)");
 			kb_harness_trusted_peaks(&vf->harness, kb_backend_name(cs[i].backend));
+		}
 	if (vf->worker)
 		kb_harness_worker_see(vf->worker, o->operator_path);
 	if (vf->worker)
@@ -1019,13 +1079,21 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 				}
 				break;
 			}
+	for (size_t i = 0; i < n; i++)
+		nr_native += !cs[i].ev && cs[i].abi == KB_ABI_NATIVE;
+	if (nr_native)
+		kb_progress_activity(vf->progress, "building %zu kernel%s", nr_native, nr_native == 1 ? "" : "s");
 	rc = build_all(vf, cs, n);
 	if (rc)
 		goto out;
 
 	for (size_t i = 0; i < n; i++) {
 		if (!cs[i].ev) {
+			vf->current = kernels[i];
+			show_harness_wait(vf->worker ? "waiting for the harness" : "in a fresh harness process",
+					  -1, -1, vf);
 			rc = run_harness(vf, o, &cs[i]);
+			vf->current = NULL;
 			if (rc)
 				goto out;
 		}

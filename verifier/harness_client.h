@@ -159,6 +159,7 @@ void kb_harness_host_pid(cJSON *evidence, pid_t pid);
 /* --- one candidate, start to finish --- */
 
 struct kb_harness_worker;
+struct kb_progress;
 
 /* What a process sets up once to evaluate candidates. */
 struct kb_verifier {
@@ -170,6 +171,12 @@ struct kb_verifier {
 	/* NULL: a fresh harness process per evaluation (kb_harness_call);
 	 * else evaluations go to this long-lived worker (kb_verifier_use_worker) */
 	struct kb_harness_worker *worker;
+	/* NULL, or the caller's progress (core/progress.h): evaluations show
+	 * what they are doing (peaks, builds, the harness's config and seed)
+	 * as the activity of the caller's current stage, never a stage of
+	 * their own */
+	struct kb_progress *progress;
+	const char *current;          /* the kernel being evaluated (for the activity) */
 };
 
 /* Find the data dir and the python with torch, prepare build and harness. 0 or -1 (logged). */
@@ -193,6 +200,7 @@ struct kb_eval_opts {
 	const char *pass;           /* "forward" or "backward" */
 	enum kb_backend backend;    /* auto: the kernel's (.cpp: cpu, .cu: cuda) when that is possible */
 	int64_t seeds;              /* 0: config */
+	int64_t max_configs;        /* 0: config */
 	int64_t timeout_s;          /* 0: config */
 	bool timing;
 };
@@ -237,6 +245,15 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
  * PYBIND11_MODULE. 0, or -1 with the message in why.
  */
 int kb_verifier_check_paths(const char *operator_path, const char *kernel_path, struct strbuf *why);
+
+/*
+ * The operator's part of that, for commands without a kernel (run): it
+ * exists, and is a .py file that names Model and get_inputs, or a folder
+ * with func_forward.py. Refused at once with a message that names both
+ * formats, instead of after the seconds a harness takes to start. 0, or
+ * -1 with the message in why.
+ */
+int kb_operator_check_path(const char *operator_path, struct strbuf *why);
 
 /* The backend o->backend resolves to for kernel_path, or -1 with a message in why. */
 int kb_verifier_backend(const struct kb_verifier *vf, const char *kernel_path,

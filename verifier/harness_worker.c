@@ -225,6 +225,28 @@ static int64_t left_ms(int64_t deadline)
 
 enum outcome { GOT_RESULT, DIED, TIMED_OUT, CANCELLED };
 
+/* How often on_wait hears that a request still runs. */
+#define WAIT_TICK_MS 1000
+
+/*
+ * child_read_line until the deadline; with an on_wait hook the wait is cut
+ * in slices so that the hook hears about once a second that it goes on.
+ */
+static int read_reply_line(struct kb_harness_worker *w, struct strbuf *line, int64_t deadline)
+{
+	for (;;) {
+		int64_t slice = left_ms(deadline);
+		int rc;
+
+		if (w->on_wait && (!slice || slice > WAIT_TICK_MS))
+			slice = WAIT_TICK_MS;
+		rc = child_read_line(&w->cp, line, slice);
+		if (rc != KB_ETIMEOUT || !w->on_wait || (deadline && kb_now_ms() >= deadline))
+			return rc;
+		w->on_wait(NULL, -1, -1, w->on_wait_payload);
+	}
+}
+
 /* Send the request path and read until its result, a death or the deadline. */
 static enum outcome exchange(struct kb_harness_worker *w, const char *path, int64_t deadline,
 			     struct reply *r)
@@ -237,7 +259,7 @@ static enum outcome exchange(struct kb_harness_worker *w, const char *path, int6
 	rc = child_write(&w->cp, line.buf, line.len, left_ms(deadline));
 	w->requests++;
 	if (!rc)
-		rc = child_read_line(&w->cp, &line, left_ms(deadline));
+		rc = read_reply_line(w, &line, deadline);
 	for (;;) {
 		if (rc == KB_ECANCELLED) {
 			res = CANCELLED;
@@ -255,12 +277,14 @@ static enum outcome exchange(struct kb_harness_worker *w, const char *path, int6
 		} else if (take_line(line.buf, w->nonce, path, r)) {
 			res = GOT_RESULT;
 			break;
+		} else if (w->on_wait && r->stage) {
+			w->on_wait(r->stage, r->config, r->seed, w->on_wait_payload);
 		}
 		if (deadline && kb_now_ms() >= deadline) {
 			res = TIMED_OUT;
 			break;
 		}
-		rc = child_read_line(&w->cp, &line, left_ms(deadline));
+		rc = read_reply_line(w, &line, deadline);
 	}
 	strbuf_release(&line);
 	return res;

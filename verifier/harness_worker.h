@@ -49,6 +49,11 @@ struct kb_harness_worker {
 	bool view_stale;             /* seen grew beyond what the running worker shows */
 	unsigned starts;             /* workers started so far */
 	unsigned requests;           /* requests sent to the running one */
+	/* Told of each progress record of a request (its stage, config and
+	 * seed, -1: none) and, with stage NULL, about once a second while
+	 * the answer is awaited: a progress bar's activity. NULL: nobody. */
+	void (*on_wait)(const char *stage, int config, int seed, void *payload);
+	void *on_wait_payload;
 };
 
 /* h must outlive the worker. Starts nothing. */

@@ -8,6 +8,8 @@
  */
 #include "core/common.h"
 
+#include <cjson/cJSON.h>
+
 struct kb_config;
 
 enum kb_exit {
@@ -28,6 +30,11 @@ extern const size_t cli_nr_commands;
 /* Print "kernelbot CMD: message" and a hint to --help; returns KB_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) KB_PRINTF(2, 3);
 /*
+ * "kernelbot: unknown command 'NAME'" with the closest command when one is
+ * close, then one hint: 'kernelbot --help' lists the commands. KB_EXIT_USAGE.
+ */
+int cli_unknown_command(const char *name);
+/*
  * Load the config a command was given (-c FILE), or the default path, apply
  * its logging settings, and register its secrets. Returns 0 or KB_EXIT_USAGE
  * after the error was printed.
@@ -36,11 +43,20 @@ int cli_load_config(const char *explicit_path, struct kb_config *cfg);
 
 /*
  * The evaluation options verify and bench share: 'p' --pass, 't'
- * --timeout, 's' --seeds, parsed into eo. 0 when taken, 1 when opt is not
+ * --timeout, 's' --seeds, 'm' --max-configs, parsed into eo. 0 when taken, 1 when opt is not
  * one of them, KB_EXIT_USAGE after printing what was wrong with arg.
  */
 struct kb_eval_opts;
 int cli_eval_option(const char *cmd, int opt, const char *arg, struct kb_eval_opts *eo);
+
+/*
+ * The headline policy's lines (bot/report/HEADLINE.md) after an evidence's
+ * summary: the headline on the operator's own shapes, the worst config,
+ * a warning for configs slower than eager beyond the noise band (floor:
+ * [report] noise_band) and for a single config, and every config the
+ * verifier left out with its reason. Each line starts with prefix.
+ */
+void cli_print_headline(const cJSON *evidence, double noise_floor, const char *prefix, FILE *fp);
 
 int cmd_help(int argc, char **argv);
 int cmd_version(int argc, char **argv);

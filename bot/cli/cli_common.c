@@ -16,6 +16,29 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 	return KB_EXIT_USAGE;
 }
 
+int cli_unknown_command(const char *name)
+{
+	const char *best = NULL;
+	size_t best_d = 3; /* only close misspellings */
+
+	for (size_t i = 0; i < cli_nr_commands; i++) {
+		size_t d = kb_edit_distance(cli_commands[i].name, name);
+
+		/* "stat" for "status": a prefix is as good as a typo */
+		if (!strncmp(cli_commands[i].name, name, strlen(name)) && strlen(name) >= 2)
+			d = 1;
+		if (d < best_d) {
+			best_d = d;
+			best = cli_commands[i].name;
+		}
+	}
+	fprintf(stderr, "kernelbot: unknown command '%s'", name);
+	if (best)
+		fprintf(stderr, " (did you mean '%s'?)", best);
+	fprintf(stderr, "\nTry 'kernelbot --help' for the list of commands.\n");
+	return KB_EXIT_USAGE;
+}
+
 int cli_load_config(const char *explicit_path, struct kb_config *cfg)
 {
 	const char *path = kb_config_default_path(explicit_path);

@@ -19,6 +19,11 @@ int cli_eval_option(const char *cmd, int opt, const char *arg, struct kb_eval_op
 		if (kb_parse_i64(arg, &eo->seeds) || eo->seeds < 1 || eo->seeds > 100)
 			return cli_usage_error(cmd, "--seeds '%s' is not a number from 1 to 100", arg);
 		return 0;
+	case 'm':
+		/* the same seeds and number of configs give a pull request's table again */
+		if (kb_parse_i64(arg, &eo->max_configs) || eo->max_configs < 1 || eo->max_configs > 256)
+			return cli_usage_error(cmd, "--max-configs '%s' is not a number from 1 to 256", arg);
+		return 0;
 	default:
 		return 1;
 	}

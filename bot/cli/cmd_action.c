@@ -37,8 +37,9 @@ static void usage(FILE *fp)
 		"actions/optimize-kernel/action.yml). Reads GITHUB_EVENT_PATH (or --event),\n"
 		"GITHUB_REPOSITORY, GITHUB_API_URL and the token ([github] token, else\n"
 		"GITHUB_TOKEN); writes the step summary to GITHUB_STEP_SUMMARY and the\n"
-		"outputs pr-url and speedup to GITHUB_OUTPUT. An event for another label, or\n"
-		"a label added by someone without write access, does nothing.\n"
+		"outputs pr-url and speedup to GITHUB_OUTPUT. An event for another label, a\n"
+		"label added by someone without write access, or one removed again before\n"
+		"this step ran, does nothing.\n"
 		"\n"
 		"  -c, --config FILE        configuration (default ./config.ini, ...)\n"
 		"      --time-budget S      seconds per operator (at most [bot] max_time_budget_s)\n"
@@ -279,7 +280,8 @@ static int run_job(struct kb_config *cfg, const struct action_event *e, struct s
 	req.actor = e->sender;
 	req.source = "action";
 	/* each labelled event is a request of its own: it replaces what an
-	 * earlier run on this runner left active for the pull request */
+	 * earlier run on this runner left active for the pull request; the
+	 * label must still be on (a queued run may start after its removal) */
 	req.rerun = true;
 	if (kb_jobs_trigger(jobs, &req, &tid) < 0) {
 		fprintf(stderr, "kernelbot action: could not start the job (see the error above)\n");
@@ -288,8 +290,9 @@ static int run_job(struct kb_config *cfg, const struct action_event *e, struct s
 	}
 	if (!tid) {
 		printf("kernelbot: nothing to run for %s#%" PRId64 " (see the log)\n", e->repo, req.pr);
-		strbuf_addf(md, "## kernelbot\n\nNothing to run for #%" PRId64 ": the label was not "
-			    "added by someone with write access.\n", req.pr);
+		strbuf_addf(md, "## kernelbot\n\nNothing to run for #%" PRId64 ": the `%s` label is "
+			    "no longer on it, it is closed, or whoever added the label has no write "
+			    "access (the log says which).\n", req.pr, cfg->bot_label);
 		rc = write_outputs("", 0, md->buf) ? KB_EXIT_USAGE : KB_EXIT_OK;
 		goto out;
 	}

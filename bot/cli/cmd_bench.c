@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "verifier/evidence.h"
@@ -18,7 +19,9 @@ static void usage(FILE *fp)
 		"same correctness checks as 'kernelbot verify', and print the speedup table:\n"
 		"config | eager ms | compile ms | kernel ms | speedup (vs eager / vs compile)\n"
 		"| roofline share (bandwidth or FLOP rate, whichever is higher), and the\n"
-		"geometric mean over configs.\n"
+		"geometric mean over configs, then the headline (the speedup on the operator's\n"
+		"own shapes), the worst config, configs slower than eager beyond the noise band\n"
+		"and the configs the verifier left out (bot/report/HEADLINE.md).\n"
 		"\n"
 		"  OPERATOR               a KernelBench .py file or a robust-kbench folder\n"
 		"  KERNEL                 .cu (cuda backend) or .cpp (cpu backend)\n"
@@ -26,6 +29,7 @@ static void usage(FILE *fp)
 		"      --backend cuda|cpu default [harness] backend; auto follows the kernel\n"
 		"      --timeout S        wall-clock limit of the evaluation\n"
 		"      --seeds N          correctness trials per config\n"
+		"      --max-configs N    configs checked and timed (default [harness] max_configs)\n"
 		"      --pass forward|backward\n"
 		"      --json FILE        write the evidence JSON\n"
 		"      --fresh            run the harness as a one-off process, not as a worker\n"
@@ -42,6 +46,7 @@ int cmd_bench(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "seeds", required_argument, NULL, 's' },
+		{ "max-configs", required_argument, NULL, 'm' },
 		{ "pass", required_argument, NULL, 'p' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "fresh", no_argument, NULL, 'f' },
@@ -50,6 +55,7 @@ int cmd_bench(int argc, char **argv)
 	};
 	struct kb_config cfg;
 	struct kb_verifier vf;
+	struct kb_progress pg;
 	struct kb_eval_opts eo = { .mode = "bench", .pass = "forward", .timing = true };
 	struct strbuf why = STRBUF_INIT;
 	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
@@ -64,7 +70,7 @@ int cmd_bench(int argc, char **argv)
 		case 'b': backend_arg = optarg; break;
 		case 'j': json_path = optarg; break;
 		case 'f': fresh = true; break;
-		case 'p': case 't': case 's':
+		case 'p': case 't': case 's': case 'm':
 			if (cli_eval_option("bench", c, optarg, &eo))
 				return KB_EXIT_USAGE;
 			break;
@@ -105,7 +111,12 @@ int cmd_bench(int argc, char **argv)
 	/* a worker started now loads torch while the kernel compiles */
 	if (!fresh)
 		kb_verifier_use_worker(&vf);
+	/* a bar on a terminal, plain lines and a heartbeat in a log */
+	kb_progress_init(&pg, stderr, -1);
+	vf.progress = &pg;
+	kb_progress_stage(&pg, "bench", 1);
 	c = kb_verifier_evaluate(&vf, &eo, &ev);
+	kb_progress_end(&pg);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot bench: interrupted\n");
 		goto out;
@@ -121,8 +132,10 @@ int cmd_bench(int argc, char **argv)
 	if (!strcmp(kb_evidence_verdict(ev), "verified")) {
 		printf("\n");
 		kb_evidence_print_table(ev, stdout);
+		cli_print_headline(ev, cfg.report_noise_band, "", stdout);
 		rc = KB_EXIT_OK;
 	} else if (!strcmp(kb_evidence_verdict(ev), "rejected")) {
+		cli_print_headline(ev, cfg.report_noise_band, "", stdout);
 		rc = KB_EXIT_NO;
 	} else {
 		rc = KB_EXIT_USAGE;

@@ -30,7 +30,7 @@ int cmd_help(int argc, char **argv)
 
 				return cli_commands[i].run(2, sub);
 			}
-		return cli_usage_error("help", "unknown command '%s'", argv[1]);
+		return cli_unknown_command(argv[1]);
 	}
 	print_overview(stdout);
 	return KB_EXIT_OK;

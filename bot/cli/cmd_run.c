@@ -2,9 +2,12 @@
 #include "cli/cli.h"
 #include "cli/run_output.h"
 #include "cli/run_search.h"
+#include "cli/runs_db.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/signals.h"
+#include "core/state.h"
 #include "jobs/progress_file.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -43,8 +46,8 @@ static void usage(FILE *fp)
 		"                         operator, seed and settings exists (the same seed replays\n"
 		"                         its recorded model answers)\n"
 		"      --seed N           with [llm] models: the search's seed (default [search] seed)\n"
-		"      --job-id N         with [llm] models: the daemon's job N (in the state dir)\n"
-		"                         that the search belongs to (the daemon passes it)\n"
+		"      --job-id N         the daemon's job N (in the state dir) that this run and\n"
+		"                         its search belong to (the daemon passes it)\n"
 		"      --time-budget S    stop trying new points after S seconds and finish with the\n"
 		"                         best verified one (its final check runs past S); the\n"
 		"                         results then say the budget cut the search short\n"
@@ -61,6 +64,8 @@ static void usage(FILE *fp)
 		"--time-budget) and then the LLM search, seeded with their best kernel\n"
 		"(bot/search/README.md); kernel.json gets a \"search\" object, report.md a search\n"
 		"section, and DIR/search.json follows the search generation by generation.\n"
+		"\n"
+		"Every run is listed by 'kernelbot status' with its stage and best speedup.\n"
 		"\n"
 		"exit: 0 a verified kernel was written, 1 none (no template for the operator,\n"
 		"      or no point verified), 2 usage or environment error\n");
@@ -84,6 +89,13 @@ static cJSON *kernel_json(const struct kb_tune_result *res, const char *operator
 	cJSON_AddStringToObject(j, "device", res->device);
 	cJSON_AddStringToObject(j, "verdict", kb_evidence_verdict(res->evidence));
 	cJSON_AddItemToObject(j, "summary", summary ? cJSON_Duplicate(summary, true) : cJSON_CreateNull());
+	/* the best point's figure while tuning: the pull request sets it beside the final one */
+	if (best->fitness > 0) {
+		o = cJSON_AddObjectToObject(j, "screening");
+		cJSON_AddNumberToObject(o, "speedup_eager", round(best->fitness * 1000) / 1000);
+		cJSON_AddStringToObject(o, "measure", "geometric mean over the configs, one seed, in the "
+					"tuning's harness worker");
+	}
 	if (res->forward_evidence) {
 		/* a backward run: the forward pass's own fresh check */
 		const cJSON *fs = cJSON_GetObjectItemCaseSensitive(res->forward_evidence, "summary");
@@ -245,13 +257,14 @@ static bool parse_args(int argc, char **argv, struct run_args *a, int *rc)
 		*rc = cli_usage_error("run", "unknown backend '%s' (cuda or cpu)", a->backend_arg);
 		return false;
 	}
-	if (access(op, F_OK)) {
-		*rc = cli_usage_error("run", "operator '%s' does not exist", op);
-		return false;
-	}
-	if (!kb_is_dir(op) && !(kb_is_file(op) && strlen(op) > 3 && !strcmp(op + strlen(op) - 3, ".py"))) {
-		*rc = cli_usage_error("run", "operator '%s' is neither a .py file nor a robust-kbench folder", op);
-		return false;
+	{
+		struct strbuf why = STRBUF_INIT;
+
+		if (kb_operator_check_path(op, &why)) {
+			*rc = cli_usage_error("run", "%s", why.buf);
+			strbuf_release(&why);
+			return false;
+		}
 	}
 	if (a->out_arg && !*a->out_arg) {
 		*rc = cli_usage_error("run", "--out needs a directory");
@@ -303,6 +316,7 @@ static int run_templates(struct kb_verifier *vf, const struct kb_config *cfg, co
 	kb_evidence_print_summary(res.evidence, stdout);
 	printf("\n");
 	kb_evidence_print_table(res.evidence, stdout);
+	cli_print_headline(res.evidence, cfg->report_noise_band, "", stdout);
 	printf("\ntuning: %zu of %zu points tried, %zu built, %zu timed, %zu from the cache, %.1f s%s\n",
 	       res.nr_points, res.space_size, res.built, res.timed, res.cache_hits, res.seconds,
 	       res.all_cached ? " (cached: nothing built or timed)" : "");
@@ -313,6 +327,95 @@ out:
 	return rc;
 }
 
+/*
+ * This run's row in the runs table (runs_db.h), for `kernelbot status`:
+ * kept up to date from the progress events, ended with the exit code.
+ * Recording is best effort: a state that cannot be written costs the run
+ * nothing but its row.
+ */
+struct run_record {
+	struct kb_state *st;          /* NULL: not recorded */
+	int64_t id;
+	struct kb_progress_state ps;  /* the best speedup so far, from the step lines */
+	char stage[48];               /* the stage stored last */
+	int64_t written_ms;
+};
+
+/* Store a new stage at once, a step of the same stage at most every 2 s. */
+static void record_progress(const struct kb_progress *p, void *payload)
+{
+	struct run_record *rec = payload;
+	struct strbuf line = STRBUF_INIT, stage = STRBUF_INIT;
+	int64_t now = kb_now_ms();
+
+	if (!rec->st)
+		return;
+	strbuf_addf(&stage, "%s", p->stage);
+	if (p->total)
+		strbuf_addf(&stage, " %zu/%zu", p->done, p->total);
+	strbuf_addf(&line, "[%s]%s%s", stage.buf, *p->detail ? " " : "", p->detail);
+	kb_progress_file_parse_line(&rec->ps, line.buf);
+	if (!strcmp(rec->stage, p->stage) && now - rec->written_ms < 2000)
+		goto out;
+	kb_strlcpy(rec->stage, p->stage, sizeof(rec->stage));
+	rec->written_ms = now;
+	if (kb_runs_db_stage(rec->st, rec->id, stage.buf, rec->ps.best_speedup > 0 ? rec->ps.best_speedup : NAN)) {
+		/* said once (logged); the run goes on unrecorded */
+		kb_state_close(rec->st);
+		rec->st = NULL;
+	}
+out:
+	strbuf_release(&line);
+	strbuf_release(&stage);
+}
+
+static void record_start(struct run_record *rec, const struct kb_config *cfg, const struct run_args *a,
+			 enum kb_backend backend, const char *out_dir, struct kb_progress *pg)
+{
+	struct kb_run_row row = { 0 };
+
+	memset(rec, 0, sizeof(*rec));
+	if (kb_state_open(&rec->st, cfg->state_dir)) {
+		log_warn("this run is not recorded for 'kernelbot status' (see the error above)");
+		return;
+	}
+	row.job_id = a->search.job_id;
+	row.operator_path = (char *)a->op;
+	row.backend = (char *)kb_backend_name(backend);
+	row.pass = (char *)a->pass;
+	row.out_dir = (char *)out_dir;
+	row.pid = getpid();
+	if (kb_runs_db_start(rec->st, &row, &rec->id)) {
+		kb_state_close(rec->st);
+		rec->st = NULL;
+		return;
+	}
+	pg->observe = record_progress;
+	pg->observe_payload = rec;
+}
+
+static void record_end(struct run_record *rec, int rc)
+{
+	const char *state = "done", *why = NULL;
+
+	if (!rec->st)
+		return;
+	if (rc == KB_EXIT_NO) {
+		state = "failed";
+		why = "no verified kernel";
+	} else if (rc && kb_stop_requested()) {
+		state = "cancelled";
+	} else if (rc) {
+		state = "failed";
+		why = "error (see the run's output)";
+	}
+	kb_runs_db_stage(rec->st, rec->id, rec->stage[0] ? rec->stage : NULL,
+			 rec->ps.best_speedup > 0 ? rec->ps.best_speedup : NAN);
+	kb_runs_db_finish(rec->st, rec->id, state, why);
+	kb_state_close(rec->st);
+	rec->st = NULL;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a = { .backend = KB_BACKEND_AUTO, .pass = "forward" };
@@ -320,6 +423,7 @@ int cmd_run(int argc, char **argv)
 	struct kb_verifier vf;
 	struct kb_tune_opts to = { 0 };
 	struct kb_progress pg;
+	struct run_record rec = { 0 };
 	struct strbuf out_dir = STRBUF_INIT, name = STRBUF_INIT;
 	FILE *progress_fp = NULL;
 	enum kb_backend backend;
@@ -365,12 +469,17 @@ int cmd_run(int argc, char **argv)
 		kb_progress_init(&pg, stderr, -1);
 	}
 	to.progress = &pg;
+	vf.progress = &pg; /* the harness's config and seed inside each step */
+	record_start(&rec, &cfg, &a, to.backend, out_dir.buf, &pg);
 
 	/* with models configured: templates first, then the LLM search (run_search.c) */
 	if (cfg.nr_llm_models > 0)
 		rc = cli_run_search(&vf, &cfg, &to, out_dir.buf, &a.search);
 	else
 		rc = run_templates(&vf, &cfg, &to, out_dir.buf);
+	kb_progress_end(&pg); /* the log forgets the bar before pg goes out of scope */
+	pg.observe = NULL;
+	record_end(&rec, rc);
 out:
 	fflush(stdout);
 	if (progress_fp)

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "verifier/evidence.h"
@@ -29,6 +30,7 @@ static void usage(FILE *fp)
 		"                         cuda and a .cpp kernel on cpu\n"
 		"      --timeout S        wall-clock limit of each evaluation (default [harness] timeout_s)\n"
 		"      --seeds N          trials per config (default [harness] seeds)\n"
+		"      --max-configs N    configs checked (default [harness] max_configs)\n"
 		"      --pass forward|backward\n"
 		"      --json PATH        write the evidence JSON: to the file PATH for one\n"
 		"                         kernel, else (several kernels, or PATH a directory or\n"
@@ -38,8 +40,11 @@ static void usage(FILE *fp)
 		"  -h, --help             this text\n"
 		"\n"
 		"One kernel: the reasons, one per line (\"rejected: CHECK: message\"), then\n"
-		"the summary. Several: \"verified KERNEL\" or \"KERNEL: rejected: ...\" lines\n"
-		"and an indented summary per kernel, then one line with the counts.\n"
+		"the summary and the headline's lines (bot/report/HEADLINE.md: the speedup on the\n"
+		"operator's own shapes, the worst config, a warning when the kernel is slower\n"
+		"than eager on some config, the configs left out). Several: \"verified KERNEL\"\n"
+		"or \"KERNEL: rejected: ...\" lines and an indented summary per kernel, then one\n"
+		"line with the counts.\n"
 		"\n"
 		"exit: 0 all verified, 1 some rejected, 2 usage or environment error\n");
 }
@@ -65,6 +70,9 @@ struct run {
 	size_t n;
 	int verified, rejected, errors;
 	bool write_failed;
+	double noise_floor;     /* [report] noise_band */
+	struct kb_progress *pg;  /* on standard error */
+	size_t done;
 };
 
 /* "static 0.00 s, build 0.15 s, harness 2.10 s (load ..., correctness ..., timing ...)" */
@@ -120,9 +128,12 @@ static void on_done(size_t i, const char *kernel, const cJSON *ev, void *payload
 	else
 		r->errors++; /* "error": the operator or the harness failed, not the kernel */
 
+	/* the bar makes way for the results on standard output */
+	kb_progress_end(r->pg);
 	if (r->n == 1) {
 		kb_evidence_print_reasons(ev, stdout);
 		kb_evidence_print_summary(ev, stdout);
+		cli_print_headline(ev, r->noise_floor, "", stdout);
 		print_stages(ev, "", stdout);
 	} else {
 		char *buf = NULL;
@@ -148,6 +159,7 @@ static void on_done(size_t i, const char *kernel, const cJSON *ev, void *payload
 		if (!mem)
 			die("out of memory");
 		kb_evidence_print_summary(ev, mem);
+		cli_print_headline(ev, r->noise_floor, "", mem);
 		print_stages(ev, "", mem);
 		fclose(mem);
 		print_prefixed(buf, "  ", "verdict: ", stdout);
@@ -155,6 +167,20 @@ static void on_done(size_t i, const char *kernel, const cJSON *ev, void *payload
 		strbuf_release(&prefix);
 	}
 	fflush(stdout);
+	r->done++;
+	if (r->done < r->n)
+		kb_progress_step(r->pg, r->done, kernel);
+}
+
+/* The counts line (several kernels) and the exit code of the whole run. */
+static int run_outcome(const struct run *r)
+{
+	if (r->n > 1)
+		printf("summary: %d verified, %d rejected, %d error%s of %zu kernels\n", r->verified,
+		       r->rejected, r->errors, r->errors == 1 ? "" : "s", r->n);
+	if (r->write_failed || r->errors)
+		return KB_EXIT_USAGE;
+	return r->rejected ? KB_EXIT_NO : KB_EXIT_OK;
 }
 
 /* Evidence paths: one file, or DIR/<kernel file name>.json each. 0 or a usage error. */
@@ -192,6 +218,7 @@ int cmd_verify(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "seeds", required_argument, NULL, 's' },
+		{ "max-configs", required_argument, NULL, 'm' },
 		{ "pass", required_argument, NULL, 'p' },
 		{ "json", required_argument, NULL, 'j' },
 		{ "fresh", no_argument, NULL, 'f' },
@@ -204,6 +231,7 @@ int cmd_verify(int argc, char **argv)
 	struct kb_eval_opts eo = { .mode = "verify", .pass = "forward", .timing = true };
 	struct strbuf why = STRBUF_INIT;
 	struct run run = { 0 };
+	struct kb_progress pg;
 	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
 	enum kb_backend backend = KB_BACKEND_AUTO, resolved;
 	bool cfg_loaded = false, vf_ready = false, fresh = false;
@@ -217,7 +245,7 @@ int cmd_verify(int argc, char **argv)
 		case 'j': json_path = optarg; break;
 		case 'f': fresh = true; break;
 		case 'n': eo.timing = false; break;
-		case 'p': case 't': case 's':
+		case 'p': case 't': case 's': case 'm':
 			if (cli_eval_option("verify", c, optarg, &eo))
 				return KB_EXIT_USAGE;
 			break;
@@ -250,6 +278,7 @@ int cmd_verify(int argc, char **argv)
 	if (rc)
 		goto out;
 	rc = KB_EXIT_USAGE;
+	run.noise_floor = cfg.report_noise_band;
 	if (!backend_arg)
 		backend = cfg.backend;
 	vf_ready = true;
@@ -266,7 +295,12 @@ int cmd_verify(int argc, char **argv)
 	eo.backend = run.n == 1 ? resolved : backend;
 	if (!fresh)
 		kb_verifier_use_worker(&vf);
+	/* a bar on a terminal, plain lines and a heartbeat in a log */
+	kb_progress_init(&pg, stderr, -1);
+	run.pg = vf.progress = &pg;
+	kb_progress_stage(&pg, "verify", run.n);
 	c = kb_verifier_evaluate_many(&vf, &eo, run.kernels, run.n, evs, on_done, &run);
+	kb_progress_end(&pg);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot verify: interrupted\n");
 		goto out;
@@ -275,15 +309,7 @@ int cmd_verify(int argc, char **argv)
 		fprintf(stderr, "kernelbot verify: could not evaluate the kernels (see the error above)\n");
 		goto out;
 	}
-	if (run.n > 1)
-		printf("summary: %d verified, %d rejected, %d error%s of %zu kernels\n", run.verified,
-		       run.rejected, run.errors, run.errors == 1 ? "" : "s", run.n);
-	if (run.write_failed || run.errors)
-		rc = KB_EXIT_USAGE;
-	else if (run.rejected)
-		rc = KB_EXIT_NO;
-	else
-		rc = KB_EXIT_OK;
+	rc = run_outcome(&run);
 out:
 	fflush(stdout);
 	if (evs)

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/json.h"
+#include "core/config.h"
 #include "cli/run_output.h"
 #include "core/util.h"
 #include "templates/tune.h"
@@ -52,6 +53,7 @@ void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf
 	o->report.backend = backend;
 	o->report.pass = pass;
 	o->report.seeds = seeds;
+	o->report.noise_band = vf->cfg->report_noise_band;
 	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
 	o->binding.operator_name = ro->name.buf;
 	o->binding.kernel_file = ro->kernel_file.buf;

@@ -51,6 +51,28 @@ static cJSON *templates_json(const struct kb_tune_result *t)
 	return o;
 }
 
+/*
+ * The kernel's figure while the search ran (what the review comments
+ * showed), for the pull request to set beside the final re-check's
+ * (bot/report/HEADLINE.md); null when the search kept none.
+ */
+static cJSON *screening_json(const struct kb_tune_result *t, const struct kb_search_result *r)
+{
+	const cJSON *best = cJSON_GetObjectItemCaseSensitive(r->summary, "best");
+	double s = kb_json_num(best, "speedup", NAN);
+	cJSON *o;
+
+	if (r->best_proposer && !strcmp(r->best_proposer, "template") && t->outcome == KB_TUNE_OK)
+		s = t->points[t->best].fitness;
+	if (!isfinite(s) || !(s > 0))
+		return cJSON_CreateNull();
+	o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "speedup_eager", round(s * 1000) / 1000);
+	cJSON_AddStringToObject(o, "measure", "geometric mean over the configs, one seed, in the "
+				"search's harness worker");
+	return o;
+}
+
 static cJSON *kernel_json(const struct kb_tune_result *t, const struct kb_search_result *r,
 			  const char *operator_path, const char *operator_name, const char *kernel_file,
 			  const char *backend, const char *pass)
@@ -68,6 +90,7 @@ static cJSON *kernel_json(const struct kb_tune_result *t, const struct kb_search
 	cJSON_AddStringToObject(j, "verdict", kb_evidence_verdict(r->evidence));
 	cJSON_AddItemToObject(j, "summary", dup_or_null(cJSON_GetObjectItemCaseSensitive(r->evidence, "summary")));
 	cJSON_AddStringToObject(j, "proposer", r->best_proposer ? r->best_proposer : "?");
+	cJSON_AddItemToObject(j, "screening", screening_json(t, r));
 	o = cJSON_AddObjectToObject(j, "operator");
 	cJSON_AddStringToObject(o, "path", operator_path);
 	cJSON_AddStringToObject(o, "name", operator_name);
@@ -284,6 +307,7 @@ int cli_run_search(struct kb_verifier *vf, const struct kb_config *cfg, const st
 	kb_evidence_print_summary(sres.evidence, stdout);
 	printf("\n");
 	kb_evidence_print_table(sres.evidence, stdout);
+	cli_print_headline(sres.evidence, cfg->report_noise_band, "", stdout);
 	printf("\n");
 	print_summary(&sres);
 	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py search.json\n", out_dir,

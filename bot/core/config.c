@@ -52,12 +52,14 @@ struct cfg_row {
 _Static_assert(sizeof(enum kb_log_level) == sizeof(int), "enum kb_log_level is int-sized");
 _Static_assert(sizeof(enum kb_backend) == sizeof(int), "enum kb_backend is int-sized");
 _Static_assert(sizeof(enum kb_forge_kind) == sizeof(int), "enum kb_forge_kind is int-sized");
+_Static_assert(sizeof(enum kb_slower_policy) == sizeof(int), "enum kb_slower_policy is int-sized");
 
 /* Index = enum value. */
 static const char *const log_level_names[] = { "debug", "info", "warn", "error", NULL };
 static const char *const backend_names[] = { "auto", "cuda", "cpu", NULL };
 static const char *const baseline_names[] = { "eager", "compile", NULL };
 static const char *const forge_names[] = { "github", "local", NULL };
+static const char *const slower_names[] = { "flag", "refuse", NULL };
 /* enum kb_llm_provider (llm/llm.h asserts the order) */
 static const char *const provider_names[] = { "openai", "anthropic", NULL };
 #define PROVIDER_ANTHROPIC 1
@@ -73,7 +75,8 @@ static const char *const effort_names[] = { "low", "medium", "high", NULL };
 #define LIST(s, k, f, d, n) { s, k, CFG_LIST, OFF(f), d, 0, 0, 0, 0, 0, n }
 
 static const struct cfg_row rows[] = {
-	PATH("core", "state_dir", state_dir, ".kernelbot", CFG_REQUIRED),
+	/* "": the XDG state dir (kb_config_default_state_dir), filled in at load */
+	PATH("core", "state_dir", state_dir, "", 0),
 	PATH("core", "log_file", log_file, "", 0),
 	ENUM("core", "log_level", log_level, "info", log_level_names),
 
@@ -144,6 +147,9 @@ static const struct cfg_row rows[] = {
 	INT("bot", "progress_interval_s", bot_progress_interval_s, "30", 0, 3600),
 	STR("bot", "git_url", bot_git_url, "", 0),
 	STR("bot", "check_name", bot_check_name, "kernelbot", CFG_REQUIRED),
+
+	DBL("report", "noise_band", report_noise_band, "0.03", 0, 1, CFG_GT_MIN),
+	ENUM("report", "slower_configs", report_slower_configs, "flag", slower_names),
 
 	{ "llm", "models", CFG_MODELS, OFF(llm_models_spec), "", 0, 0, 0, 0, 0, NULL },
 	STR("llm", "aux_model", llm_aux_model, "", 0),
@@ -613,27 +619,6 @@ static const struct cfg_row *find_row(const char *section, const char *key)
 	return NULL;
 }
 
-/* Edit distance for "did you mean"; keys are short. */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
-
-	if (la >= ARRAY_SIZE(prev) || lb >= ARRAY_SIZE(prev))
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-			size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-
-			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-		}
-		memcpy(prev, cur, (lb + 1) * sizeof(*prev));
-	}
-	return prev[lb];
-}
 
 static const char *closest_key(const struct cfg_row *table, size_t n, const char *section,
 			       const char *key)
@@ -646,13 +631,36 @@ static const char *closest_key(const struct cfg_row *table, size_t n, const char
 
 		if (section && strcmp(table[i].section, section))
 			continue;
-		d = edit_distance(table[i].key, key);
+		d = kb_edit_distance(table[i].key, key);
 		if (d < best_d) {
 			best_d = d;
 			best = table[i].key;
 		}
 	}
 	return best;
+}
+
+/* "unknown section [X]", with the known section closest to X when one is close. */
+static void unknown_section_message(const char *name, size_t len, struct strbuf *out)
+{
+	char *want = xstrndup(name, len);
+	const char *best = NULL;
+	size_t best_d = 3; /* suggest only close misspellings */
+
+	for (size_t i = 0; i < NR_ROWS; i++) {
+		size_t d = kb_edit_distance(rows[i].section, want);
+
+		if (d < best_d) {
+			best_d = d;
+			best = rows[i].section;
+		}
+	}
+	strbuf_addf(out, "unknown section [%s]", want);
+	if (best)
+		strbuf_addf(out, " (did you mean [%s]?)", best);
+	else if (!strncasecmp(want, "llm", 3))
+		strbuf_addstr(out, " (models are [llm.NAME])");
+	free(want);
 }
 
 struct load_ctx {
@@ -804,7 +812,11 @@ static char *read_line(char *str, int num, void *stream)
 			if (find_model(ctx->cfg, name, nlen) < 0)
 				add_model(ctx, name, nlen, ctx->lineno);
 		} else if (close && !known_section(str + 1, slen)) {
-			fail(ctx, "unknown section [%.*s]", (int)slen, str + 1);
+			struct strbuf msg = STRBUF_INIT;
+
+			unknown_section_message(str + 1, slen, &msg);
+			fail(ctx, "%s", msg.buf);
+			strbuf_release(&msg);
 			return NULL;
 		}
 	}
@@ -907,7 +919,8 @@ static int handle(void *user, const char *section, const char *key, const char *
 		return handle_model(ctx, section, key, value);
 	if (!known_section(section, strlen(section))) {
 		/* read_line() normally reports it at the section's own line */
-		fail(ctx, "unknown section [%s]", section);
+		unknown_section_message(section, strlen(section), &why);
+		fail(ctx, "%s", why.buf);
 		goto out;
 	}
 	row = find_row(section, key);
@@ -1091,6 +1104,31 @@ out:
 	return rc;
 }
 
+void kb_config_default_state_dir(struct strbuf *out)
+{
+	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+
+	/* the XDG base directory spec ignores a relative XDG_STATE_HOME */
+	if (xdg && *xdg == '/')
+		strbuf_addf(out, "%s/kernelbot", xdg);
+	else if (home && *home == '/')
+		strbuf_addf(out, "%s/.local/state/kernelbot", home);
+	else
+		strbuf_addstr(out, ".kernelbot"); /* no home at all (a bare service account) */
+}
+
+/* An empty state_dir means the default: one place per user, not one per working directory. */
+static void fill_state_dir(struct kb_config *cfg)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	if (cfg->state_dir && *cfg->state_dir)
+		return;
+	kb_config_default_state_dir(&sb);
+	free(cfg->state_dir);
+	cfg->state_dir = strbuf_detach(&sb, NULL);
+}
+
 void kb_config_init(struct kb_config *cfg)
 {
 	struct strbuf why = STRBUF_INIT;
@@ -1101,6 +1139,7 @@ void kb_config_init(struct kb_config *cfg)
 		if (set_value(cfg, &rows[i], rows[i].def, &why))
 			die("bad built-in default for [%s] %s: %s",
 			    rows[i].section, rows[i].key, why.buf);
+	fill_state_dir(cfg);
 	strbuf_release(&why);
 }
 
@@ -1138,6 +1177,7 @@ int kb_config_load(struct kb_config *cfg, const char *path)
 		error("%s:%d: %s", path, ctx.err_line, ctx.err.buf);
 		goto out;
 	}
+	fill_state_dir(cfg);
 	rc = 0;
 out:
 	free(ctx.model_set_on);

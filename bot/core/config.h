@@ -15,12 +15,15 @@
 
 enum kb_backend { KB_BACKEND_AUTO, KB_BACKEND_CUDA, KB_BACKEND_CPU };
 enum kb_forge_kind { KB_FORGE_GITHUB, KB_FORGE_LOCAL };
+/* [report] slower_configs: a kernel slower than eager on some config (bot/report/HEADLINE.md) */
+enum kb_slower_policy { KB_SLOWER_FLAG, KB_SLOWER_REFUSE };
 
 struct kb_config {
 	char *source; /* path of the file read, or "(built-in defaults)" */
 
 	/* [core] */
-	char *state_dir;              /* SQLite database, work trees, caches */
+	char *state_dir;              /* SQLite database, work trees, caches; never empty
+	                               * after init or load (kb_config_default_state_dir) */
 	char *log_file;               /* "" or "-": stderr */
 	enum kb_log_level log_level;
 
@@ -93,6 +96,10 @@ struct kb_config {
 	int64_t bot_progress_interval_s; /* least seconds between progress comment edits */
 	char *bot_git_url;            /* "": the forge's clone URL; else BASE/owner/name.git */
 	char *bot_check_name;         /* check run / commit status context */
+
+	/* [report]: what the reviewer sees (bot/report/HEADLINE.md) */
+	double report_noise_band;     /* floor of a speedup's noise band, a ratio */
+	enum kb_slower_policy report_slower_configs; /* flag it in the title, or open no PR */
 
 	/* [llm]: models for the search (bot/llm); none: built-in proposer only */
 	struct kb_llm_model_cfg *llm_models; /* in [llm] models order */
@@ -204,5 +211,14 @@ void kb_config_foreach(const struct kb_config *cfg, const char *section,
  * defaults). Returns a pointer to a static or to explicit.
  */
 const char *kb_config_default_path(const char *explicit_path);
+
+/*
+ * Where state lives when [core] state_dir is empty or unset: one place per
+ * user, whatever directory a command runs from (the XDG base directory
+ * spec): $XDG_STATE_HOME/kernelbot, else $HOME/.local/state/kernelbot,
+ * else .kernelbot when neither is an absolute path. Appended to out.
+ */
+struct strbuf;
+void kb_config_default_state_dir(struct strbuf *out);
 
 #endif

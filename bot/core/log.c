@@ -9,6 +9,10 @@ static FILE *log_fp;
 static enum kb_log_level log_level = KB_LOG_INFO;
 static char **secrets;
 static size_t nr_secrets;
+/* the progress bar on the terminal's current line (log_claim_tty_line) */
+static void (*tty_clear)(void *);
+static void (*tty_redraw)(void *);
+static void *tty_payload;
 
 static const char *const level_names[] = { "debug", "info", "warn", "error", "off" };
 
@@ -89,6 +93,22 @@ void log_redact(struct strbuf *sb)
 		strbuf_replace_all(sb, secrets[i], "***");
 }
 
+void log_claim_tty_line(void (*clear)(void *), void (*redraw)(void *), void *payload)
+{
+	tty_clear = clear;
+	tty_redraw = redraw;
+	tty_payload = payload;
+}
+
+void log_release_tty_line(void *payload)
+{
+	if (tty_payload != payload)
+		return;
+	tty_clear = NULL;
+	tty_redraw = NULL;
+	tty_payload = NULL;
+}
+
 void log_vmsg(enum kb_log_level level, const char *fmt, va_list ap)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -110,7 +130,11 @@ void log_vmsg(enum kb_log_level level, const char *fmt, va_list ap)
 			line.buf[i] = ' ';
 	log_redact(&line);
 	strbuf_addch(&line, '\n');
+	if (!log_fp && tty_clear)
+		tty_clear(tty_payload);
 	fwrite(line.buf, 1, line.len, log_fp ? log_fp : stderr);
+	if (!log_fp && tty_redraw)
+		tty_redraw(tty_payload);
 	strbuf_release(&line);
 	errno = saved_errno;
 }

@@ -28,6 +28,16 @@ bool log_contains_secret(const char *s);
 struct strbuf;
 void log_redact(struct strbuf *sb);
 
+/*
+ * A progress bar owns the terminal's current line: before a log line goes
+ * to standard error, clear(payload) takes the bar away, and redraw(payload)
+ * puts it back under the line, so log lines never tear the bar. One owner
+ * at a time; log_release_tty_line(payload) forgets it only while payload
+ * still owns the line. Lines to a log file call neither.
+ */
+void log_claim_tty_line(void (*clear)(void *), void (*redraw)(void *), void *payload);
+void log_release_tty_line(void *payload);
+
 void log_msg(enum kb_log_level level, const char *fmt, ...) KB_PRINTF(2, 3);
 void log_vmsg(enum kb_log_level level, const char *fmt, va_list ap);
 

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/log.h"
 #include "core/progress.h"
 #include "core/util.h"
 
@@ -29,7 +30,15 @@ void kb_progress_init(struct kb_progress *p, FILE *fp, int tty)
 		tty = isatty(fileno(fp)) && !(term && !strcmp(term, "dumb"));
 	p->tty = tty > 0;
 	p->width = p->tty ? term_width(fp) : 80;
-	p->start_ms = kb_now_ms();
+	p->start_ms = p->step_ms = p->line_ms = kb_now_ms();
+	p->heartbeat_ms = KB_PROGRESS_HEARTBEAT_MS;
+	{
+		const char *hb = getenv("KB_PROGRESS_HEARTBEAT_S");
+		int64_t s;
+
+		if (hb && !kb_parse_i64(hb, &s) && s >= 1 && s <= 3600)
+			p->heartbeat_ms = s * 1000;
+	}
 }
 
 void kb_progress_format_bar(const struct kb_progress *p, int64_t now_ms, char *out, size_t size)
@@ -52,6 +61,9 @@ void kb_progress_format_bar(const struct kb_progress *p, int64_t now_ms, char *o
 	len = (size_t)n;
 	if (*p->detail)
 		len += (size_t)snprintf(out + len, size - len, "  %s", p->detail);
+	if (*p->activity && len < size)
+		len += (size_t)snprintf(out + len, size - len, "  | %s (%lld s)", p->activity,
+					(long long)((now_ms - p->step_ms) / 1000));
 	if (len < size)
 		snprintf(out + len, size - len, "  %.1f s", (double)(now_ms - p->start_ms) / 1000.0);
 	/* one terminal line: never wrap, or '\r' no longer returns to its start */
@@ -59,14 +71,19 @@ void kb_progress_format_bar(const struct kb_progress *p, int64_t now_ms, char *o
 		out[p->width - 1] = '\0';
 }
 
+static void hide_for_log(void *payload);
+static void show_after_log(void *payload);
+
 static void draw(struct kb_progress *p)
 {
 	char line[512];
 
-	kb_progress_format_bar(p, kb_now_ms(), line, sizeof(line));
+	p->line_ms = kb_now_ms();
+	kb_progress_format_bar(p, p->line_ms, line, sizeof(line));
 	fprintf(p->fp, "\r\033[K%s", line);
 	fflush(p->fp);
 	p->drawn = true;
+	log_claim_tty_line(hide_for_log, show_after_log, p);
 }
 
 static void clear(struct kb_progress *p)
@@ -77,6 +94,44 @@ static void clear(struct kb_progress *p)
 	}
 }
 
+/* A log line is about to be written to standard error: the bar makes way. */
+static void hide_for_log(void *payload)
+{
+	struct kb_progress *p = payload;
+
+	p->hidden = p->drawn;
+	clear(p);
+	fflush(p->fp);
+}
+
+static void show_after_log(void *payload)
+{
+	struct kb_progress *p = payload;
+
+	if (p->hidden)
+		draw(p);
+	p->hidden = false;
+}
+
+/* One plain line (not a terminal); it counts for the heartbeat. */
+static void plain_line(struct kb_progress *p, const char *fmt, ...) KB_PRINTF(2, 3);
+static void plain_line(struct kb_progress *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(p->fp, fmt, ap);
+	va_end(ap);
+	fflush(p->fp);
+	p->line_ms = kb_now_ms();
+}
+
+static void observe(struct kb_progress *p)
+{
+	if (p->observe)
+		p->observe(p, p->observe_payload);
+}
+
 void kb_progress_stage(struct kb_progress *p, const char *stage, size_t total)
 {
 	if (!p)
@@ -85,15 +140,15 @@ void kb_progress_stage(struct kb_progress *p, const char *stage, size_t total)
 	p->total = total;
 	p->done = 0;
 	p->detail[0] = '\0';
-	if (p->tty) {
+	p->activity[0] = '\0';
+	p->step_ms = kb_now_ms();
+	observe(p);
+	if (p->tty)
 		draw(p);
-		return;
-	}
-	if (total)
-		fprintf(p->fp, "[%s 0/%zu]\n", p->stage, total);
+	else if (total)
+		plain_line(p, "[%s 0/%zu]\n", p->stage, total);
 	else
-		fprintf(p->fp, "[%s]\n", p->stage);
-	fflush(p->fp);
+		plain_line(p, "[%s]\n", p->stage);
 }
 
 void kb_progress_step(struct kb_progress *p, size_t done, const char *detail)
@@ -102,16 +157,52 @@ void kb_progress_step(struct kb_progress *p, size_t done, const char *detail)
 		return;
 	p->done = done;
 	kb_strlcpy(p->detail, detail ? detail : "", sizeof(p->detail));
-	if (p->tty) {
+	p->activity[0] = '\0';
+	p->step_ms = kb_now_ms();
+	observe(p);
+	if (p->tty)
 		draw(p);
+	else if (p->total)
+		plain_line(p, "[%s %zu/%zu]%s%s\n", p->stage, done, p->total, *p->detail ? " " : "",
+			   p->detail);
+	else
+		plain_line(p, "[%s]%s%s\n", p->stage, *p->detail ? " " : "", p->detail);
+}
+
+void kb_progress_activity(struct kb_progress *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->activity, sizeof(p->activity), fmt, ap);
+	va_end(ap);
+	kb_progress_tick(p);
+}
+
+void kb_progress_tick(struct kb_progress *p)
+{
+	int64_t now;
+
+	if (!p || !*p->stage)
+		return; /* nothing to show before the first stage */
+	now = kb_now_ms();
+	if (p->tty) {
+		/* a redraw per harness record would flicker: at most 5 a second */
+		if (now - p->line_ms >= 200)
+			draw(p);
 		return;
 	}
+	if (now - p->line_ms < p->heartbeat_ms)
+		return;
+	/* a note (no '['): whoever parses the step lines skips it */
 	if (p->total)
-		fprintf(p->fp, "[%s %zu/%zu]%s%s\n", p->stage, done, p->total, *p->detail ? " " : "",
-			p->detail);
+		plain_line(p, "... %s %zu/%zu still running after %lld s%s%s\n", p->stage, p->done, p->total,
+			   (long long)((now - p->step_ms) / 1000), *p->activity ? ": " : "", p->activity);
 	else
-		fprintf(p->fp, "[%s]%s%s\n", p->stage, *p->detail ? " " : "", p->detail);
-	fflush(p->fp);
+		plain_line(p, "... %s still running after %lld s%s%s\n", p->stage,
+			   (long long)((now - p->step_ms) / 1000), *p->activity ? ": " : "", p->activity);
 }
 
 void kb_progress_note(struct kb_progress *p, const char *fmt, ...)
@@ -127,6 +218,7 @@ void kb_progress_note(struct kb_progress *p, const char *fmt, ...)
 	vfprintf(p->fp, fmt, ap);
 	va_end(ap);
 	fputc('\n', p->fp);
+	p->line_ms = kb_now_ms();
 	if (redraw)
 		draw(p);
 	fflush(p->fp);
@@ -138,4 +230,5 @@ void kb_progress_end(struct kb_progress *p)
 		return;
 	clear(p);
 	fflush(p->fp);
+	log_release_tty_line(p);
 }

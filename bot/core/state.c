@@ -175,7 +175,8 @@ int kb_state_schema_version(struct kb_state *st)
 	return (int)v;
 }
 
-static int apply_migration(struct kb_state *st, const struct kb_state_migration *m)
+/* fresh: the database was just created, one line says so (migrate) instead of one per migration */
+static int apply_migration(struct kb_state *st, const struct kb_state_migration *m, bool fresh)
 {
 	struct strbuf sql = STRBUF_INIT;
 	sqlite3_stmt *stmt = NULL;
@@ -226,7 +227,8 @@ out:
 	if (rc)
 		rollback_quietly(st);
 	else if (cur < m->version)
-		log_info("state: migrated '%s' to schema version %d (%s)", st->path, m->version, m->name);
+		log_msg(fresh ? KB_LOG_DEBUG : KB_LOG_INFO, "state: migrated '%s' to schema version %d (%s)",
+			st->path, m->version, m->name);
 	return rc;
 }
 
@@ -246,8 +248,10 @@ static int migrate(struct kb_state *st)
 		return error("database '%s' has schema version %d, newer than this kernelbot knows (%d)",
 			     st->path, v, latest);
 	for (size_t i = (size_t)v; i < kb_state_nr_migrations; i++)
-		if (apply_migration(st, &kb_state_migrations[i]))
+		if (apply_migration(st, &kb_state_migrations[i], v == 0))
 			return -1;
+	if (v == 0)
+		log_info("state: created '%s' (schema version %d)", st->path, latest);
 	/* a newer binary may have migrated it meanwhile */
 	v = kb_state_schema_version(st);
 	if (v < 0)

@@ -323,10 +323,38 @@ static const char schema_v4[] =
 	"UPDATE timings SET value = json_remove(value, '$.log_tail', '$.operator_log',"
 	"  '$.kernelbot.build.errors');";
 
+/*
+ * Every `kernelbot run`, standalone or a job's child (issue 14): what
+ * `kernelbot status` lists beside the jobs. A row still 'running' whose
+ * process is gone is shown as such; nothing here is needed to resume.
+ * IF NOT EXISTS: a test that rewinds user_version replays it on a
+ * database that has the table.
+ */
+static const char schema_v5[] =
+	"CREATE TABLE IF NOT EXISTS runs ("
+	"  id INTEGER PRIMARY KEY,"
+	"  job_id INTEGER REFERENCES jobs(id) ON DELETE SET NULL,"
+	"  operator TEXT NOT NULL,"          /* path as given */
+	"  backend TEXT NOT NULL,"
+	"  pass TEXT NOT NULL,"
+	"  out_dir TEXT,"
+	"  pid INTEGER,"
+	"  state TEXT NOT NULL DEFAULT 'running'"
+	"    CHECK (state IN ('running', 'done', 'failed', 'cancelled')),"
+	"  stage TEXT,"                      /* the progress stage, e.g. 'verify 3/8' */
+	"  best_speedup REAL,"
+	"  error TEXT,"
+	"  started_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  finished_at INTEGER"
+	");"
+	"CREATE INDEX IF NOT EXISTS runs_by_job ON runs (job_id);";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
 	{ 2, "triggers, webhook events, job progress", schema_v2 },
 	{ 3, "searches: candidates, archive, prompts, history", schema_v3 },
 	{ 4, "evidence without untrusted output", schema_v4 },
+	{ 5, "runs: every kernelbot run, for status", schema_v5 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

@@ -38,6 +38,9 @@ char *xstrndup(const char *s, size_t n);
 void xsnprintf(char *dst, size_t size, const char *fmt, ...) KB_PRINTF(3, 4);
 /* Copy at most size-1 bytes and NUL-terminate; returns strlen(src). */
 size_t kb_strlcpy(char *dst, const char *src, size_t size);
+/* Levenshtein distance of two short strings, for "did you mean"; SIZE_MAX
+ * when either has 64 bytes or more. */
+size_t kb_edit_distance(const char *a, const char *b);
 
 /* Monotonic clock in milliseconds / wall clock in seconds. */
 int64_t kb_now_ms(void);

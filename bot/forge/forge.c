@@ -313,8 +313,8 @@ int kb_forge_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list
 	return f->ops->list_repo_comments(f, out, not_modified, etag, repo, since < 0 ? 0 : since);
 }
 
-int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
-			  int64_t issue, const char *body)
+int kb_forge_post_marked_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
+				 int64_t issue, const char *marker, const char *body)
 {
 	int rc;
 
@@ -324,7 +324,15 @@ int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
 		return -1;
 	if ((rc = check_text("comment body", body, false)))
 		return rc;
-	return f->ops->post_comment(f, id_out, repo, issue, body);
+	if (marker && (!*marker || !strstr(body, marker)))
+		return error("the comment body does not hold its marker '%s'", marker);
+	return f->ops->post_comment(f, id_out, repo, issue, body, marker);
+}
+
+int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
+			  int64_t issue, const char *body)
+{
+	return kb_forge_post_marked_comment(f, id_out, repo, issue, NULL, body);
 }
 
 int kb_forge_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id,
@@ -353,6 +361,8 @@ int kb_forge_post_review(struct kb_forge *f, int64_t *id_out, const char *repo,
 		return rc;
 	if (review->path && (check_word("path", review->path) || review->line < 1))
 		return error("invalid review line '%s:%" PRId64 "'", review->path, review->line);
+	if (review->marker && (!*review->marker || !strstr(review->body, review->marker)))
+		return error("the review body does not hold its marker '%s'", review->marker);
 	return f->ops->post_review(f, id_out, repo, number, review);
 }
 
@@ -369,7 +379,8 @@ int kb_forge_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 		       const struct kb_forge_check *check)
 {
 	if (check_repo(repo) || check_word("check name", check->name) ||
-	    check_word("commit", check->head_sha))
+	    check_word("commit", check->head_sha) ||
+	    (check->external_id && check_word("check external id", check->external_id)))
 		return -1;
 	if (!kb_forge_check_status_name(check->status) ||
 	    (unsigned)check->conclusion >= ARRAY_SIZE(conclusion_names))

@@ -122,6 +122,7 @@ struct kb_forge_review {
 	const char *body;
 	const char *path;  /* NULL: a review with no line comment */
 	int64_t line;      /* with path: the line in the new file, >= 1 */
+	const char *marker; /* text of body naming this review, found again after a lost reply; NULL: the whole body */
 };
 
 enum kb_forge_status_state {
@@ -162,6 +163,7 @@ struct kb_forge_check {
 	const char *summary;      /* markdown, cut to 65,535 bytes on a UTF-8 boundary */
 	const char *text;         /* markdown, NULL: none; cut the same way */
 	const char *details_url;  /* NULL: none */
+	const char *external_id;  /* the caller's marker, set on create; a create whose reply was lost finds its run by it. NULL: none (retried blindly) */
 };
 
 /* Where the git layer fetches and pushes, and with what. */
@@ -252,13 +254,18 @@ struct kb_forge_ops {
 	int (*list_repo_comments)(struct kb_forge *f, struct kb_forge_comment_list *out,
 				  bool *not_modified, struct strbuf *etag, const char *repo,
 				  int64_t since);
-	/* Post a comment; its id in *id_out (may be NULL). */
+	/*
+	 * Post a comment; its id in *id_out (may be NULL). marker (a text of
+	 * body, NULL: the whole body) names it: when GitHub may have made it
+	 * but its reply was lost, the bot's comments are searched for it
+	 * before the post is retried, so that it is not made twice.
+	 */
 	int (*post_comment)(struct kb_forge *f, int64_t *id_out, const char *repo,
-			    int64_t issue, const char *body);
+			    int64_t issue, const char *body, const char *marker);
 	/* Replace a comment's body; KB_ENOTFOUND when it is gone. */
 	int (*edit_comment)(struct kb_forge *f, const char *repo, int64_t comment_id,
 			    const char *body);
-	/* Post a review or line comment; its id in *id_out (may be NULL). */
+	/* Post a review or line comment; its id in *id_out (may be NULL). Found again by review->marker as above. */
 	int (*post_review)(struct kb_forge *f, int64_t *id_out, const char *repo,
 			   int64_t number, const struct kb_forge_review *review);
 	int (*set_status)(struct kb_forge *f, const char *repo, const struct kb_forge_status *st);
@@ -266,7 +273,8 @@ struct kb_forge_ops {
 	 * Create (*id_inout == 0) or update (*id_inout, the id returned by
 	 * the create) a check run. KB_ENOTSUPPORTED (nothing logged) when the
 	 * credentials cannot (a personal access token): fall back to a
-	 * commit status, see kb_forge_report.
+	 * commit status, see kb_forge_report. A create whose reply was lost
+	 * finds its run by check->external_id before it is retried.
 	 */
 	int (*check_run)(struct kb_forge *f, int64_t *id_inout, const char *repo,
 			 const struct kb_forge_check *check);
@@ -329,6 +337,9 @@ int kb_forge_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list
 				int64_t since);
 int kb_forge_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
 			  int64_t issue, const char *body);
+/* post_comment named by marker, which body must hold (the bot's hidden markers). */
+int kb_forge_post_marked_comment(struct kb_forge *f, int64_t *id_out, const char *repo,
+				 int64_t issue, const char *marker, const char *body);
 int kb_forge_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id,
 			  const char *body);
 int kb_forge_post_review(struct kb_forge *f, int64_t *id_out, const char *repo,

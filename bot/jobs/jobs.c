@@ -7,10 +7,12 @@
 #include "core/util.h"
 #include "git/git.h"
 #include "jobs/jobs_priv.h"
+#include "report/headline.h"
 #include "report/markdown.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -292,8 +294,8 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
 	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", r->out.buf,
 		     "--progress-file", r->progress_path.buf, "--time-budget", budget.buf, NULL);
-	if (j->cfg->nr_llm_models > 0) /* the search's rows refer to the job */
-		strvec_pushf(&r->cp.args, "--job-id=%" PRId64, r->job.id);
+	/* the run's row (kernelbot status) and the search's rows refer to the job */
+	strvec_pushf(&r->cp.args, "--job-id=%" PRId64, r->job.id);
 	strvec_push(&r->cp.args, op.buf);
 	for (size_t i = 0; i < j->cfg->nr_llm_models; i++) {
 		const char *key = j->cfg->llm_models[i].api_key;
@@ -380,33 +382,22 @@ out:
 	return changed;
 }
 
-/* The speedup of the finished result: kernel.json, else the evidence's geomean. */
-static double result_speedup(struct runner *r)
+/*
+ * The finished result's headline (report/headline.h: the speedup on the
+ * operator's own shapes, from the final re-check's evidence) into h; its
+ * speedup, or 0 when there is none.
+ */
+static double result_headline(struct kb_jobs *j, struct runner *r, struct kb_headline *h)
 {
-	static const char *const keys[] = { "speedup", "speedup_eager", "geomean_speedup_eager" };
-	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
-	cJSON *k = NULL;
-	double s = 0;
+	cJSON *ev = jread_json(r->out.buf, "evidence.json");
+	double s;
 
-	strbuf_addf(&path, "%s/kernel.json", r->out.buf);
-	if (!strbuf_read_file(&data, path.buf, 1 << 20) && (k = cJSON_Parse(data.buf))) {
-		for (size_t i = 0; i < ARRAY_SIZE(keys) && !(s > 0); i++)
-			s = kb_json_num(k, keys[i], 0);
-	}
-	cJSON_Delete(k);
-	k = NULL;
-	if (!(s > 0)) {
-		strbuf_reset(&path);
-		strbuf_reset(&data);
-		strbuf_addf(&path, "%s/evidence.json", r->out.buf);
-		if (!strbuf_read_file(&data, path.buf, 16 << 20) && (k = cJSON_Parse(data.buf)))
-			s = kb_json_num(cJSON_GetObjectItemCaseSensitive(k, "summary"),
-				 "geomean_speedup_eager", 0);
-		cJSON_Delete(k);
-	}
-	strbuf_release(&path);
-	strbuf_release(&data);
-	return s > 0 ? s : 0;
+	kb_headline_of(h, ev, j->cfg->report_noise_band);
+	s = h->speedup;
+	h->evidence = NULL; /* freed below: no pointer into it stays */
+	h->worst = NULL;
+	cJSON_Delete(ev);
+	return isfinite(s) && s > 0 ? s : 0;
 }
 
 /* Last non-empty line of the child's log, for the failure message. */
@@ -469,8 +460,8 @@ static void finish(struct kb_jobs *j, struct runner *r, enum kb_job_state final,
 
 	strbuf_addstr(&result, "{\"pr_url\": \"");
 	strbuf_add_json_escaped(&result, r->pr_url.buf);
-	strbuf_addf(&result, "\", \"pr_number\": %" PRId64 ", \"speedup\": %.6g, \"branch\": \"",
-		    r->pr_number, r->best);
+	strbuf_addf(&result, "\", \"pr_number\": %" PRId64 ", \"speedup\": %.6g, \"slower_configs\": %zu, "
+		    "\"timed_configs\": %zu, \"branch\": \"", r->pr_number, r->best, r->slower, r->timed);
 	strbuf_add_json_escaped(&result, r->branch.buf);
 	strbuf_addstr(&result, "\"}");
 	if (!kb_state_begin(j->st)) {
@@ -505,11 +496,14 @@ static bool cut_short(struct runner *r)
 
 static void publish(struct kb_jobs *j, struct runner *r)
 {
-	double s = result_speedup(r);
+	struct kb_headline h;
+	double s = result_headline(j, r, &h);
 	int rc;
 
 	if (s > 0)
-		r->best = s; /* the final check's figure is the one reported */
+		r->best = s; /* the final check's headline is the one reported, not a screening figure */
+	r->slower = h.slower;
+	r->timed = h.timed;
 	if (cut_short(r)) {
 		char dur[32];
 
@@ -518,9 +512,8 @@ static void publish(struct kb_jobs *j, struct runner *r)
 			    "best kernel found by then.\n", dur);
 	}
 	set_stage(j, r, "publish");
-	if (!(s > 0) || s < j->cfg->bot_min_speedup) {
-		strbuf_addf(&r->notes, "No pull request: the best verified kernel (%.2fx) is below "
-			    "the bot's threshold (%.2fx).\n", s, j->cfg->bot_min_speedup);
+	if (!kb_headline_propose(&h, j->cfg->bot_min_speedup, j->cfg->report_slower_configs,
+				 &r->notes)) {
 		finish(j, r, KB_JOB_DONE, NULL);
 		return;
 	}

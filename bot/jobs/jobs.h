@@ -65,15 +65,23 @@ struct kb_trigger_req {
 	const char *actor;     /* who labelled or asked; NULL: the label's last adder (forge) */
 	const char *source;    /* "poll", "webhook", "command", "action" */
 	bool rerun;            /* /kernelbot run: replace an active trigger, re-run finished jobs */
+	/*
+	 * /kernelbot run: the command is the request, the label need not be
+	 * on. Otherwise a job starts only while the label is on the pull
+	 * request as the API shows it now: an event (a replayed webhook, a
+	 * queued Actions run) may be older than the label's removal.
+	 */
+	bool label_optional;
 };
 
 /*
  * A labelled pull request: check the actor's permission (write, maintain
- * or admin), pin the head sha, find the operators and queue one job each,
- * all in one transaction. Returns the number of jobs queued (>= 0): 0 when
- * the pull request already has an active trigger (a later push does not
- * re-run it), when the actor may not, when it has no operator (the
- * progress comment then says so), or, for a poll (actor NULL), when its
+ * or admin) and that the label is still on it (unless label_optional),
+ * pin the head sha, find the operators and queue one job each, all in one
+ * transaction. Returns the number of jobs queued (>= 0): 0 when the pull
+ * request already has an active trigger (a later push does not re-run
+ * it), when the actor may not, when the label is gone, when it has no
+ * operator (the progress comment then says so), or, for a poll (actor NULL), when its
  * latest trigger was cancelled after the label was last added (a
  * `/kernelbot stop` leaves the label on; only a new labelling or
  * `/kernelbot run` starts it again). *trigger_id_out (may be NULL) gets
@@ -91,7 +99,9 @@ const char *kb_jobs_parse_command(const char *body);
  * A slash command (kb_jobs_parse_command) from actor on pull request pr,
  * whether it came by webhook or by polling the comments: ignored (0)
  * unless actor has write access; "stop" is kb_jobs_cancel, "run" is
- * kb_jobs_trigger with rerun set on the current head (source "command").
+ * kb_jobs_trigger with rerun and label_optional set on the current head
+ * (source "command"; a comment is acted on once, by its id, however often
+ * it is delivered).
  * Returns what those return (>= 0), 0 when ignored, -1 on errors.
  */
 int kb_jobs_command(struct kb_jobs *j, const char *repo, int64_t pr, const char *actor,

@@ -149,10 +149,20 @@ struct runner {
 	int64_t budget_s;             /* the job's time budget (config, .kernelbot.ini) */
 	int64_t child_budget_s;       /* what was left of it when the child started (--time-budget) */
 	int64_t progress_mtime_ns;
-	double best, reviewed;
+	double best, reviewed;        /* screening figures while searching; best: the headline once done */
+	size_t slower, timed;         /* the final evidence: configs slower than eager beyond the band, of timed */
 	struct strbuf progress;       /* the child's last progress JSON */
 	bool done;                    /* finished: remove from the active list */
 };
+
+/*
+ * The labelled pull request's head, as last read into r->pr, is no longer
+ * the sha the job was pinned to (and its kernel verified at): a push.
+ */
+static inline bool jhead_moved(const struct runner *r)
+{
+	return r->pr.head_sha && r->job.head_sha && strcasecmp(r->pr.head_sha, r->job.head_sha);
+}
 
 struct kb_jobs {
 	struct kb_config *cfg;
@@ -176,7 +186,10 @@ void jrender_progress_marker(struct strbuf *out, int64_t pr);
  */
 int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner *self,
 		     struct strbuf *out);
-/* The bot's pull request from the child's output dir; kernel_path gets the kernel's path in the branch. */
+/*
+ * The bot's pull request from the child's output dir; kernel_path gets the
+ * kernel's path in the branch. j gives [report] noise_band (NULL: the default).
+ */
 int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct strbuf *body,
 	       struct strbuf *kernel_path);
 /* A review comment on a new best. */
@@ -201,7 +214,13 @@ int jpub_labels(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr
 int jpub_status(struct kb_jobs *j, struct runner *r);
 /* Review comment when the best improved by the margin (at most once per level). */
 int jpub_review(struct kb_jobs *j, struct runner *r, double best);
-/* Branch, commit, push, pull request: r->pr_url and r->pr_number are set. */
+/*
+ * Branch, commit, push, pull request: r->pr_url and r->pr_number are set.
+ * The labelled pull request is read again first (into r->pr): when its
+ * head moved during the job, the kernel (verified at the pinned sha) is
+ * still published, as a draft that says so, and a note tells the
+ * progress comment.
+ */
 int jpub_result(struct kb_jobs *j, struct runner *r, double speedup);
 
 /* --- operators.c --- */

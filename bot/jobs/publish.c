@@ -77,7 +77,8 @@ static int put_comment(struct kb_jobs *j, int64_t repo_id, int64_t job_id, const
 			if ((rc = kb_forge_edit_comment(j->forge, repo, id, body)))
 				goto out;
 		} else if (rc == KB_ENOTFOUND) {
-			if ((rc = kb_forge_post_comment(j->forge, &id, repo, pr, body)))
+			/* marked: a reply lost in flight is found again, not posted twice */
+			if ((rc = kb_forge_post_marked_comment(j->forge, &id, repo, pr, marker, body)))
 				goto out;
 		} else {
 			goto out;
@@ -224,6 +225,7 @@ int jpub_status(struct kb_jobs *j, struct runner *r)
 	check.title = title.buf;
 	check.summary = summary.buf;
 	check.details_url = r->pr_url.len ? r->pr_url.buf : r->pr.url;
+	check.external_id = marker.buf; /* a create whose reply was lost is found by it */
 	rc = kb_forge_report(j->forge, &id, r->trig.repo, &check);
 	if (rc == KB_ENOTFOUND && id) { /* the check run is gone: make a new one */
 		id = 0;
@@ -275,6 +277,7 @@ int jpub_review(struct kb_jobs *j, struct runner *r, double best)
 	memset(&rev, 0, sizeof(rev));
 	rev.commit_sha = r->job.head_sha;
 	rev.body = body.buf;
+	/* rev.marker NULL: its body (the job and both speedups) names it after a lost reply */
 	rc = kb_forge_post_review(j->forge, &id, r->trig.repo, r->job.pr_number, &rev);
 	if (!rc && id) {
 		xsnprintf(idbuf, sizeof(idbuf), "%" PRId64, id);
@@ -465,6 +468,41 @@ out:
 	return rc;
 }
 
+/*
+ * The labelled pull request as it is now, into r->pr (the base branch of
+ * the bot's pull request and the head the texts compare with). A push
+ * during the job moved the head away from the sha the kernel was verified
+ * at: the kernel is still published, for it is correct for the operator
+ * it was verified on, but as a draft that says so; re-running is one
+ * comment away. The note reaches the progress comment.
+ */
+static int refresh_head(struct kb_jobs *j, struct runner *r)
+{
+	struct kb_forge_pr now = KB_FORGE_PR_INIT;
+	int rc = kb_forge_get_pr(j->forge, &now, r->trig.repo, r->job.pr_number);
+
+	if (rc) {
+		kb_forge_pr_release(&now);
+		if (rc == KB_ENOTFOUND)
+			return error("job %" PRId64 ": pull request %s#%" PRId64 " is gone", r->job.id,
+				     r->trig.repo, r->job.pr_number);
+		return rc;
+	}
+	kb_forge_pr_release(&r->pr);
+	r->pr = now; /* moved: r->pr owns it */
+	if (!jhead_moved(r))
+		return 0;
+	log_info("job %" PRId64 ": the head of %s#%" PRId64 " moved from %.12s to %.12s; publishing "
+		 "as a draft", r->job.id, r->trig.repo, r->job.pr_number, r->job.head_sha,
+		 r->pr.head_sha);
+	strbuf_addf(&r->notes, "The head moved from %.12s to %.12s during the search. The kernel was "
+		    "verified against the operator at %.12s, not the new head: it is published for "
+		    "review (a draft when its pull request is new), not to be merged as it is. Comment "
+		    "/kernelbot run to search again on the new head.\n", r->job.head_sha,
+		    r->pr.head_sha, r->job.head_sha);
+	return 0;
+}
+
 int jpub_result(struct kb_jobs *j, struct runner *r, double speedup)
 {
 	struct strbuf marker = STRBUF_INIT, title = STRBUF_INIT, body = STRBUF_INIT;
@@ -478,6 +516,8 @@ int jpub_result(struct kb_jobs *j, struct runner *r, double speedup)
 	bool have = false;
 	int rc;
 
+	if ((rc = refresh_head(j, r)))
+		goto out;
 	rc = publish_branch(j, r, speedup, &note);
 	if (rc == KB_GIT_ENOTOURS) {
 		strbuf_addf(&r->notes, "%s\n", note.buf);
@@ -523,6 +563,7 @@ int jpub_result(struct kb_jobs *j, struct runner *r, double speedup)
 		spec.base = base;
 		spec.title = title.buf;
 		spec.body = body.buf;
+		spec.draft = jhead_moved(r); /* verified for an operator the head no longer holds */
 		rc = kb_forge_open_pr(j->forge, &pr, r->trig.repo, &spec);
 		if (rc == KB_EEXISTS && pr.number > 0)
 			rc = kb_forge_update_pr(j->forge, r->trig.repo, pr.number, title.buf, body.buf);

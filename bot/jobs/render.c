@@ -131,6 +131,8 @@ static void fill_row(struct prow *row, enum kb_job_state state, int64_t started,
 		pj->bot_pr_url = u->valuestring;
 		pj->bot_pr_number = kb_i64_from_double(kb_json_num(row->result, "pr_number", 0));
 	}
+	pj->slower_configs = (size_t)kb_json_i64(row->result, "slower_configs", 0);
+	pj->timed_configs = (size_t)kb_json_i64(row->result, "timed_configs", 0);
 	if (state == KB_JOB_FAILED)
 		pj->error = row->err;
 }
@@ -181,6 +183,8 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 				cJSON_AddNumberToObject(row->result, "pr_number", (double)self->pr_number);
 			}
 			fill_row(row, state, jr->started_at, kb_wall_s(), self->best);
+			row->pj.slower_configs = self->slower;
+			row->pj.timed_configs = self->timed;
 			read_search_status(j, row);
 			continue;
 		}
@@ -269,6 +273,25 @@ static struct kb_speedup_point *read_history(struct runner *r, size_t *nr)
 	return pts;
 }
 
+/* The bot's pull request's first words when the labelled head moved during the job. */
+static void head_moved_notice(struct strbuf *out, const struct runner *r)
+{
+	char was[13], now[13];
+
+	kb_strlcpy(was, r->job.head_sha, sizeof(was));
+	kb_strlcpy(now, r->pr.head_sha, sizeof(now));
+	strbuf_addf(out, "> [!WARNING]\n> The head of #%" PRId64 " moved from ", r->job.pr_number);
+	kb_md_code(out, was, false);
+	strbuf_addstr(out, " to ");
+	kb_md_code(out, now, false);
+	strbuf_addstr(out, " while kernelbot searched. This kernel was verified against the "
+		      "operator at ");
+	kb_md_code(out, was, false);
+	strbuf_addf(out, " only, not against the new head: do not merge it as it is. To search "
+		    "again on the new head, comment `/kernelbot run` on #%" PRId64 ".",
+		    r->job.pr_number);
+}
+
 int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct strbuf *body,
 	       struct strbuf *kernel_path)
 {
@@ -277,6 +300,7 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
 	const cJSON *search = cJSON_GetObjectItemCaseSensitive(kj, "search");
 	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT, proposer = STRBUF_INIT;
+	struct strbuf notice = STRBUF_INIT;
 	struct kb_pr_report rep;
 	struct kb_speedup_point *hist;
 	const char *src = kb_json_str(kj, "source");
@@ -334,6 +358,13 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rep.kernel_path = kernel_path->buf;
 	rep.binding_dir = binding.buf;
 	rep.evidence_path = evpath.buf;
+	rep.noise_band = j ? j->cfg->report_noise_band : 0; /* NULL (fuzzing): the default */
+	rep.screening_speedup = kb_json_num(cJSON_GetObjectItemCaseSensitive(kj, "screening"),
+					    "speedup_eager", 0);
+	if (jhead_moved(r)) {
+		head_moved_notice(&notice, r);
+		rep.notice = notice.buf;
+	}
 	if (!ev) {
 		error("job %" PRId64 ": no evidence.json in '%s'", r->job.id, r->out.buf);
 		goto out;
@@ -341,7 +372,6 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	if (kb_pr_title(title, &rep) || kb_pr_body(body, &rep, NULL))
 		goto out;
 	rc = 0;
-	(void)j;
 out:
 	cJSON_Delete(ev);
 	cJSON_Delete(kj);
@@ -349,6 +379,7 @@ out:
 	strbuf_release(&binding);
 	strbuf_release(&evpath);
 	strbuf_release(&proposer);
+	strbuf_release(&notice);
 	return rc;
 }
 
@@ -385,6 +416,8 @@ static void self_job(struct runner *r, struct kb_progress_job *pj, cJSON **progr
 	pj->bot_pr_url = r->pr_url.len ? r->pr_url.buf : NULL;
 	pj->bot_pr_number = r->pr_number;
 	pj->error = r->error.len ? r->error.buf : NULL;
+	pj->slower_configs = r->slower;
+	pj->timed_configs = r->timed;
 }
 
 int jrender_check(struct kb_jobs *j, struct runner *r, struct strbuf *title,

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/config.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/strvec.h"
 #include "core/util.h"
@@ -134,11 +135,20 @@ static int check_actor(struct kb_jobs *j, const struct kb_trigger_req *req, int6
 	return 1;
 }
 
+static bool has_label(const struct kb_forge_pr *pr, const char *label)
+{
+	for (size_t i = 0; i < pr->labels.nr; i++)
+		if (!strcmp(pr->labels.v[i], label))
+			return true;
+	return false;
+}
+
 /*
  * The head sha at labelling (req->head_sha, else the pull request's head)
  * into *head, and the operators at that sha into ops (notes: why others
  * are not). 1 when the request goes on; 0 when the pull request is not
- * open (logged); -1.
+ * open or (unless req->label_optional) no longer carries the label
+ * (logged); -1.
  */
 static int find_operators(struct kb_jobs *j, const struct kb_trigger_req *req, struct kb_forge_pr *pr,
 			  struct kb_git_repo **git, const char **head, struct strvec *ops,
@@ -153,6 +163,12 @@ static int find_operators(struct kb_jobs *j, const struct kb_trigger_req *req, s
 	}
 	if (pr->state && strcmp(pr->state, "open")) {
 		log_info("%s#%" PRId64 " is %s; ignored", req->repo, req->pr, pr->state);
+		return 0;
+	}
+	/* the pull request as it is now, not the event that asked: it may be stale or replayed */
+	if (!req->label_optional && !has_label(pr, j->cfg->bot_label)) {
+		log_info("%s#%" PRId64 ": label '%s' is not on it (removed since?); ignored",
+			 req->repo, req->pr, j->cfg->bot_label);
 		return 0;
 	}
 	*head = req->head_sha && *req->head_sha ? req->head_sha : pr->head_sha;
@@ -323,6 +339,7 @@ int kb_jobs_command(struct kb_jobs *j, const char *repo, int64_t pr, const char 
 		req.actor = actor;
 		req.source = "command";
 		req.rerun = true;
+		req.label_optional = true;
 		return kb_jobs_trigger(j, &req, NULL);
 	}
 	if (strcmp(command, "stop"))
@@ -403,7 +420,7 @@ int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t tid, struct strbuf *md,
 	*speedup = 0;
 	if (jdb_trigger_rows(j->st, tid, &rows, &nr))
 		return -1;
-	strbuf_addstr(md, "## kernelbot\n\n| operator | state | speedup | pull request |\n"
+	strbuf_addstr(md, "## kernelbot\n\n| operator | state | speedup (own shapes) | pull request |\n"
 			  "| --- | --- | ---: | --- |\n");
 	for (size_t i = 0; i < nr; i++) {
 		const char *op = rows[i].operator_path;
@@ -427,8 +444,14 @@ int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t tid, struct strbuf *md,
 			kb_md_escape_n(md, err, 300);
 		}
 		if (cJSON_IsNumber(s) && s->valuedouble > 0) {
+			int64_t slower = kb_json_i64(r, "slower_configs", 0);
+
 			kb_md_fmt_speedup(buf, sizeof(buf), s->valuedouble);
 			strbuf_addf(md, " | %s", buf);
+			/* the headline policy (bot/report/HEADLINE.md): a slower config is said */
+			if (slower > 0)
+				strbuf_addf(md, ", slower than eager on %" PRId64 " of %" PRId64 " configs",
+					    slower, kb_json_i64(r, "timed_configs", 0));
 			if (s->valuedouble > *speedup &&
 			    (cJSON_IsString(u) && *u->valuestring))
 				*speedup = s->valuedouble;

@@ -45,7 +45,7 @@ bool kb_stage_final(enum kb_stage stage)
 bool kb_stage_faster(const struct kb_progress_job *job)
 {
 	return job->stage == KB_STAGE_DONE && isfinite(job->best_speedup) &&
-	       job->best_speedup >= 1.005;
+	       job->best_speedup >= 1.005 && !job->slower_configs;
 }
 
 /* "tuning 3/8", "opening PR", ...: the stage as people read it. */
@@ -142,6 +142,20 @@ static const char *overall_headline(const struct kb_progress *p, struct strbuf *
 	return tmp->buf;
 }
 
+/* While a job searches, its best speedup is a screening figure: say so (bot/report/HEADLINE.md). */
+static void screening_note(struct strbuf *out, const struct kb_progress *p)
+{
+	for (size_t i = 0; i < p->nr; i++) {
+		if (kb_stage_final(p->jobs[i].stage) || !has_best(&p->jobs[i]))
+			continue;
+		strbuf_addstr(out, "Best speedups of running jobs are screening figures: the search's "
+			      "own timing (geometric mean over the configs, one seed, in its long-lived "
+			      "harness worker, the best of many candidates). The pull request's number "
+			      "comes from a fresh re-check of the final kernel and can be lower.\n\n");
+		return;
+	}
+}
+
 int kb_progress_comment(struct strbuf *out, const struct kb_progress *p)
 {
 	static const char *const head[] = { "operator", "stage", "best speedup", "candidates",
@@ -211,6 +225,7 @@ int kb_progress_comment(struct strbuf *out, const struct kb_progress *p)
 	if (p->nr > shown)
 		strbuf_addf(out, "\n… %zu more operators\n", p->nr - shown);
 	strbuf_addch(out, '\n');
+	screening_note(out, p);
 
 	if (any_failed) {
 		size_t n = 0;
@@ -294,7 +309,7 @@ int kb_review_body(struct strbuf *out, const struct kb_review_info *r)
 	} else {
 		strbuf_addf(out, ": first verified kernel, **%s** vs PyTorch eager", newv);
 	}
-	strbuf_addstr(out, " (geometric mean");
+	strbuf_addstr(out, " (screening figure: geometric mean");
 	if (r->configs) {
 		strbuf_addf(out, " over %zu configs", r->configs);
 		if (r->seeds)
@@ -306,6 +321,10 @@ int kb_review_body(struct strbuf *out, const struct kb_review_info *r)
 		kb_md_escape_n(out, r->proposer, 100);
 	}
 	strbuf_addstr(out, ".\n\n");
+	strbuf_addstr(out, "Screening figures are the search's own timing: one seed and few "
+		      "repetitions in its long-lived harness worker, the best of many candidates. The "
+		      "pull request's number comes from a fresh re-check of the final kernel, with "
+		      "every seed, and can be lower; when it differs, the pull request shows both.\n\n");
 
 	if (r->kernel_source) {
 		const char *src = r->kernel_source;
@@ -391,7 +410,10 @@ void kb_status_description(struct strbuf *out, const struct kb_progress_job *job
 	kb_md_fmt_duration(el, sizeof(el), job->elapsed_s);
 	switch (job->stage) {
 	case KB_STAGE_DONE:
-		if (kb_stage_faster(job))
+		if (has_best(job) && job->slower_configs)
+			strbuf_addf(&text, "slower than eager on %zu of %zu configs; headline %s",
+				    job->slower_configs, job->timed_configs, v);
+		else if (kb_stage_faster(job))
 			strbuf_addf(&text, "%s faster than eager", v);
 		else if (has_best(job))
 			strbuf_addf(&text, "no faster kernel found (best %s)", v);
@@ -411,7 +433,7 @@ void kb_status_description(struct strbuf *out, const struct kb_progress_job *job
 	default:
 		add_stage(&text, job);
 		if (has_best(job))
-			strbuf_addf(&text, ", best %s", v);
+			strbuf_addf(&text, ", best %s (screening)", v);
 		if (job->candidates)
 			strbuf_addf(&text, ", %" PRId64 " candidates", job->candidates);
 		if (job->stage != KB_STAGE_QUEUED)
@@ -458,8 +480,15 @@ static void check_summary(struct strbuf *sb, const struct kb_progress_job *job, 
 	kb_md_fmt_speedup(v, sizeof(v), job->best_speedup);
 	kb_md_fmt_duration(el, sizeof(el), job->elapsed_s);
 	if (has_best(job))
-		strbuf_addf(sb, ", best **%s** vs eager", v);
+		strbuf_addf(sb, ", best **%s** vs eager%s", v,
+			    job->stage == KB_STAGE_DONE ? " on the operator's own shapes"
+							: " (a screening figure; the final one comes from a "
+							  "fresh re-check)");
 	strbuf_addf(sb, ", %" PRId64 " candidates, %s.\n\n", job->candidates, el);
+	if (job->stage == KB_STAGE_DONE && job->slower_configs)
+		strbuf_addf(sb, "> [!WARNING]\n> **Slower than PyTorch eager on %zu of %zu configs** "
+			    "beyond the noise band: see the table.\n\n", job->slower_configs,
+			    job->timed_configs);
 	if (job->bot_pr_url) {
 		kb_md_link(sb, "The kernelbot pull request", job->bot_pr_url);
 		strbuf_addstr(sb, " has the kernel, its evidence and how to use it.\n\n");

@@ -54,7 +54,10 @@ struct kb_progress_job {
 	const char *operator_path;
 	enum kb_stage stage;
 	int tune_done, tune_total;          /* tuning k/n; tune_total 0: not shown */
-	double best_speedup;                /* best verified geomean vs eager; <= 0: none yet */
+	double best_speedup;                /* while searching: the best screening figure (geomean vs
+					     * eager); done: the headline (report/headline.h); <= 0: none yet */
+	size_t slower_configs;              /* done: configs slower than eager beyond the noise band */
+	size_t timed_configs;               /* done: of how many timed */
 	int64_t candidates;                 /* candidates evaluated so far */
 	double elapsed_s;
 	const char *bot_pr_url;             /* the bot's pull request once open, else NULL */
@@ -115,21 +118,24 @@ struct kb_review_info {
 #define KB_REVIEW_EXCERPT_BYTES 12000
 
 /*
- * The review body into out (reset first): operator, old -> new speedup,
- * the kernel's first lines in a collapsed block, the link, and the marker
+ * The review body into out (reset first): operator, old -> new speedup
+ * (screening figures: the comment says so, and that the pull request's
+ * number comes from a fresh re-check), the kernel's first lines in a
+ * collapsed block, the link, and the marker
  * `<!-- kernelbot:review job=<id> candidate=<id> -->`. 0 or -1.
  */
 int kb_review_body(struct strbuf *out, const struct kb_review_info *r);
 
 /*
  * Commit status description: at most KB_MD_STATUS_MAX_CHARS characters
- * and as many bytes, e.g. "softmax: tuning 3/8, best 1.42x, 17 candidates"
- * or "softmax: 2.31x faster than eager, PR #34". Also the check run's
- * title. out is reset first.
+ * and as many bytes, e.g. "softmax: tuning 3/8, best 1.42x (screening),
+ * 17 candidates" or "softmax: 2.31x faster than eager, PR #34" (done: the
+ * headline; "slower than eager on N of M configs" first when it is). Also
+ * the check run's title. out is reset first.
  */
 void kb_status_description(struct strbuf *out, const struct kb_progress_job *job);
 
-/* True when the job is done and its best kernel beats eager (>= 1.005x). */
+/* True when the job is done, its headline beats eager (>= 1.005x) and no config is slower. */
 bool kb_stage_faster(const struct kb_progress_job *job);
 
 /*

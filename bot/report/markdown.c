@@ -419,6 +419,21 @@ void kb_md_ev_config_label(struct strbuf *sb, const cJSON *config, size_t index)
 		strbuf_addf(sb, "#%zu", index);
 }
 
+void kb_md_dropped_row(struct strbuf *sb, const cJSON *dropped, size_t index, size_t reason_max)
+{
+	struct strbuf cell[3] = { STRBUF_INIT, STRBUF_INIT, STRBUF_INIT };
+	const char *cells[3];
+
+	kb_md_ev_config_label(&cell[0], dropped, index);
+	kb_md_escape_n(&cell[1], kb_md_ev_str(dropped, "kind"), 24);
+	kb_md_escape_n(&cell[2], kb_md_ev_str(dropped, "reason"), reason_max);
+	for (size_t i = 0; i < 3; i++)
+		cells[i] = cell[i].buf;
+	kb_md_table_row(sb, cells, 3);
+	for (size_t i = 0; i < 3; i++)
+		strbuf_release(&cell[i]);
+}
+
 void kb_md_ev_roofline(char *buf, size_t size, const cJSON *timing)
 {
 	double bw = kb_md_ev_num(timing, "bw_share"), fl = kb_md_ev_num(timing, "flops_share");

@@ -119,6 +119,9 @@ double kb_md_ev_num(const cJSON *o, const char *key);
 
 /* A config's name as a table-safe code span (at most KB_MD_NAME_CHARS), else "#index". */
 void kb_md_ev_config_label(struct strbuf *sb, const cJSON *config, size_t index);
+/* One row "| label | kind | reason |" of a config the verifier left out
+ * (evidence "dropped_configs"); the reason at most reason_max bytes. */
+void kb_md_dropped_row(struct strbuf *sb, const cJSON *dropped, size_t index, size_t reason_max);
 /* "17% BW" or "45% FLOPs", the larger share of the measured peak; "n/a". */
 void kb_md_ev_roofline(char *buf, size_t size, const cJSON *timing);
 

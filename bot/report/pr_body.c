@@ -1,6 +1,7 @@
 #include "core/common.h"
 #include "core/log.h"
 #include "core/util.h"
+#include "report/headline.h"
 #include "report/pr_body.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
@@ -21,7 +22,7 @@ struct body_ctx {
 	const cJSON *configs;
 	size_t nconfigs;
 	const char *backend;
-	double geo_eager, geo_compile;
+	struct kb_headline h;     /* the headline policy's figures (report/headline.h) */
 	bool verified, timed, any_compile;
 	size_t max_rows;     /* rows per table; SIZE_MAX: all */
 	bool cut_rows;       /* set by a table that left rows out */
@@ -114,32 +115,33 @@ void kb_pr_operator_name(struct strbuf *out, const char *operator_path)
 	}
 }
 
-static double geomean_eager(const cJSON *ev)
-{
-	return kb_md_ev_num(kb_md_ev_obj(ev, "summary"), "geomean_speedup_eager");
-}
-
 int kb_pr_title(struct strbuf *out, const struct kb_pr_report *r)
 {
 	struct strbuf name = STRBUF_INIT;
-	const char *verdict;
-	double g;
+	struct kb_headline h;
+	const char *scope;
 
 	if (!r->evidence)
 		return error("no evidence to title the pull request for '%s'",
 			     r->job.operator_path ? r->job.operator_path : "?");
 	kb_pr_operator_name(&name, r->job.operator_path);
+	kb_headline_of(&h, r->evidence, r->noise_band);
+	scope = h.own_configs ? "on its own shapes" : "over all configs";
 	strbuf_reset(out);
-	verdict = kb_md_ev_str(r->evidence, "verdict");
-	g = geomean_eager(r->evidence);
-	if (!verdict || strcmp(verdict, "verified"))
-		strbuf_addf(out, "kernelbot: %s, no verified kernel", name.buf);
-	else if (!isfinite(g))
-		strbuf_addf(out, "kernelbot: %s verified kernel (not timed)", name.buf);
-	else if (g >= 1.005)
-		strbuf_addf(out, "kernelbot: %s %.2fx faster", name.buf, g);
-	else
-		strbuf_addf(out, "kernelbot: %s, no faster kernel found (best %.2fx)", name.buf, g);
+	strbuf_addstr(out, "kernelbot: ");
+	if (!h.verified) {
+		strbuf_addf(out, "%s, no verified kernel", name.buf);
+	} else if (!isfinite(h.speedup)) {
+		strbuf_addf(out, "%s verified kernel (not timed)", name.buf);
+	} else {
+		/* the first words: a reviewer reading only the title must see it */
+		if (h.slower)
+			strbuf_addf(out, "slower than eager on %zu of %zu configs: ", h.slower, h.timed);
+		if (h.speedup >= 1.005)
+			strbuf_addf(out, "%s %.2fx faster %s", name.buf, h.speedup, scope);
+		else
+			strbuf_addf(out, "%s, no faster kernel found (%.2fx %s)", name.buf, h.speedup, scope);
+	}
 	strbuf_release(&name);
 	return 0;
 }
@@ -149,13 +151,14 @@ int kb_pr_title(struct strbuf *out, const struct kb_pr_report *r)
 static void sec_summary(struct strbuf *sb, struct body_ctx *c)
 {
 	const struct kb_pr_report *r = c->r;
+	const struct kb_headline *h = &c->h;
 	const cJSON *summary = kb_md_ev_obj(c->ev, "summary");
 	double seeds = kb_md_ev_num(summary, "seeds");
 	const char *kind = c->backend && !strcmp(c->backend, "cpu") ? "CPU" : "CUDA";
 	char sp[32], spc[32];
 
-	kb_md_fmt_speedup(sp, sizeof(sp), c->geo_eager);
-	kb_md_fmt_speedup(spc, sizeof(spc), c->geo_compile);
+	kb_md_fmt_speedup(sp, sizeof(sp), h->speedup);
+	kb_md_fmt_speedup(spc, sizeof(spc), h->speedup_compile);
 	strbuf_addstr(sb, "**kernelbot** ");
 	if (!c->verified) {
 		strbuf_addf(sb, "found no verified %s kernel for ", kind);
@@ -170,27 +173,34 @@ static void sec_summary(struct strbuf *sb, struct body_ctx *c)
 		if (isfinite(seeds))
 			strbuf_addf(sb, " × %.0f seeds", seeds);
 		strbuf_addstr(sb, "; it was not timed.\n\n");
+		kb_headline_md_alerts(sb, &c->h);
 		return;
 	}
-	if (c->geo_eager >= 1.005) {
+	if (h->speedup >= 1.005) {
 		strbuf_addf(sb, "found a %s kernel for ", kind);
 		kb_md_code(sb, r->job.operator_path, false);
-		strbuf_addf(sb, " that runs **%s faster** than PyTorch eager", sp);
+		strbuf_addf(sb, " that runs **%s faster** than PyTorch eager ", sp);
 	} else {
 		strbuf_addstr(sb, "found no kernel faster than PyTorch eager for ");
 		kb_md_code(sb, r->job.operator_path, false);
-		strbuf_addf(sb, ": the best verified %s kernel runs at **%s**", kind, sp);
+		strbuf_addf(sb, ": the best verified %s kernel runs at **%s** ", kind, sp);
 	}
-	strbuf_addf(sb, " (geometric mean over %zu configs", c->nconfigs);
-	if (c->any_compile && isfinite(c->geo_compile))
-		strbuf_addf(sb, "; %s vs torch.compile", spc);
-	strbuf_addstr(sb, ")");
-	if (isfinite(seeds))
-		strbuf_addf(sb, ", verified on %zu configs × %.0f seeds", c->nconfigs, seeds);
+	kb_headline_md_scope(sb, h);
 	strbuf_addstr(sb, ".");
-	if (c->geo_eager < 1.005)
+	if (c->any_compile && isfinite(h->speedup_compile))
+		strbuf_addf(sb, " Against torch.compile there: **%s**.", spc);
+	if (h->timed > 1) {
+		strbuf_addch(sb, ' ');
+		kb_headline_md_spread(sb, h);
+	}
+	if (isfinite(seeds))
+		strbuf_addf(sb, " Verified on %zu config%s × %.0f seed%s.", c->nconfigs,
+			    c->nconfigs == 1 ? "" : "s", seeds, seeds == 1 ? "" : "s");
+	if (h->speedup < 1.005)
 		strbuf_addstr(sb, " It is here for the record: merging it would not speed the operator up.");
 	strbuf_addstr(sb, "\n\n");
+	kb_headline_md_alerts(sb, h);
+	kb_headline_md_screening(sb, h, r->screening_speedup);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(summary, "suspicious")))
 		strbuf_addstr(sb, "> [!WARNING]\n> The speedup is above the suspicious threshold: "
 			      "such numbers have come from harness exploits before. Every check "
@@ -215,9 +225,22 @@ static void more_rows(struct strbuf *sb, struct body_ctx *c, size_t left, const 
 
 static void sec_speedup(struct strbuf *sb, struct body_ctx *c)
 {
+	char band[32], least[32];
+
 	strbuf_addstr(sb, "### Speedup\n\n");
 	if (kb_md_ev_speedup_table(sb, c->ev, c->max_rows, c->r->evidence_path))
 		c->cut_rows = true;
+	if (!c->h.timed)
+		return;
+	kb_headline_fmt_band(band, sizeof(band), c->h.band);
+	kb_headline_fmt_band(least, sizeof(least), c->h.min_band);
+	strbuf_addf(sb, "Noise band: **±%s** (the timings' 95%% confidence, at least %s): speedups "
+		    "closer than that are the same speedup, and the Reproduce command below lands "
+		    "within it.", band, least);
+	if (c->h.slower)
+		strbuf_addf(sb, " %zu of %zu configs are slower than eager beyond it (named in the "
+			    "warning above).", c->h.slower, c->h.timed);
+	strbuf_addstr(sb, "\n\n");
 }
 
 static void sec_timing_details(struct strbuf *sb, struct body_ctx *c)
@@ -402,7 +425,8 @@ static void sec_correctness(struct strbuf *sb, struct body_ctx *c)
 			all_pass = false;
 
 	strbuf_addstr(sb, "### Correctness\n\n");
-	strbuf_addf(sb, "%s on **%zu configs", c->verified ? "Verified" : "Checked", c->nconfigs);
+	strbuf_addf(sb, "%s on **%zu config%s", c->verified ? "Verified" : "Checked", c->nconfigs,
+		    c->nconfigs == 1 ? "" : "s");
 	if (isfinite(seeds))
 		strbuf_addf(sb, " × %.0f seeds**", seeds);
 	else
@@ -417,7 +441,13 @@ static void sec_correctness(struct strbuf *sb, struct body_ctx *c)
 	kb_md_fmt_err(b, sizeof(b), max_rel);
 	strbuf_addf(sb, "Max abs error **%s**, max rel error **%s**; tolerances: ", a, b);
 	add_tolerances(sb, c->configs);
-	strbuf_addstr(sb, " (atol scaled with the input magnitude).\n\n");
+	strbuf_addstr(sb, " (atol scaled with the input magnitude).");
+	/* coverage stated exactly: what was generated and not checked, and why */
+	if (c->h.dropped)
+		strbuf_addf(sb, " **%zu more config%s %s left out** by the verifier; each is listed with "
+			    "the reason under \"Configs left out\".", c->h.dropped,
+			    c->h.dropped == 1 ? "" : "s", c->h.dropped == 1 ? "was" : "were");
+	strbuf_addstr(sb, "\n\n");
 
 	strbuf_addstr(sb, all_pass ? "Every check passed on every config:\n\n" : "Checks:\n\n");
 	for (i = 0; i < nchecks; i++) {
@@ -535,21 +565,8 @@ static void sec_dropped_details(struct strbuf *sb, struct body_ctx *c)
 	kb_md_details_begin(sb, summary);
 	kb_md_table_head(sb, head, ARRAY_SIZE(head), NULL);
 	cJSON_ArrayForEach(d, dropped) {
-		struct strbuf cell[3] = { STRBUF_INIT, STRBUF_INIT, STRBUF_INIT };
-		const char *cells[3];
-
-		if (rows == c->max_rows) {
-			rows++;
-			continue;
-		}
-		kb_md_ev_config_label(&cell[0], d, rows);
-		kb_md_escape_n(&cell[1], kb_md_ev_str(d, "kind"), 24);
-		kb_md_escape_n(&cell[2], kb_md_ev_str(d, "reason"), 200);
-		for (int i = 0; i < 3; i++)
-			cells[i] = cell[i].buf;
-		kb_md_table_row(sb, cells, 3);
-		for (int i = 0; i < 3; i++)
-			strbuf_release(&cell[i]);
+		if (rows < c->max_rows)
+			kb_md_dropped_row(sb, d, rows, 200);
 		rows++;
 	}
 	if (rows > c->max_rows)
@@ -837,7 +854,10 @@ static void add_sh_word(struct strbuf *sb, const char *s)
 static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 {
 	const struct kb_pr_report *r = c->r;
+	double seeds = kb_md_ev_num(kb_md_ev_obj(c->ev, "summary"), "seeds");
+	const char *pass = kb_md_ev_str(kb_md_ev_obj(c->ev, "operator"), "pass");
 	struct strbuf code = STRBUF_INIT;
+	char band[32];
 
 	strbuf_addstr(sb, "### Reproduce\n\n");
 	strbuf_addstr(sb, "On a machine with the same backend, from a checkout of this branch:\n\n");
@@ -846,7 +866,8 @@ static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 		add_sh_word(&code, r->branch);
 		strbuf_addstr(&code, " && git checkout FETCH_HEAD\n");
 	}
-	strbuf_addstr(&code, "kernelbot verify ");
+	/* bench prints the table; the same seeds and number of configs pick the same rows */
+	strbuf_addstr(&code, "kernelbot bench ");
 	add_sh_word(&code, r->job.operator_path ? r->job.operator_path : "OPERATOR");
 	strbuf_addch(&code, ' ');
 	add_sh_word(&code, r->kernel_path ? r->kernel_path : "KERNEL");
@@ -854,9 +875,23 @@ static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 		strbuf_addstr(&code, " --backend ");
 		add_sh_word(&code, c->backend);
 	}
+	if (pass && !strcmp(pass, "backward"))
+		strbuf_addstr(&code, " --pass backward");
+	if (isfinite(seeds) && seeds >= 1)
+		strbuf_addf(&code, " --seeds %.0f", seeds);
+	if (c->nconfigs)
+		strbuf_addf(&code, " --max-configs %zu", c->nconfigs);
 	strbuf_addch(&code, '\n');
 	kb_md_fence(sb, "sh", code.buf, code.len);
-	strbuf_addstr(sb, "\nIt runs the same checks and timings and prints the same table.\n\n");
+	strbuf_addstr(sb, "\nIt runs the same checks on the same configs and prints the same table");
+	if (c->h.timed) {
+		kb_headline_fmt_band(band, sizeof(band), c->h.band);
+		strbuf_addf(sb, ": the verdict `%s` and every config's speedup within **±%s** of the "
+			    "table above (the noise band; both rounded to two decimals), on an idle "
+			    "machine like the one under Environment",
+			    kb_md_ev_str(c->ev, "verdict") ? kb_md_ev_str(c->ev, "verdict") : "?", band);
+	}
+	strbuf_addstr(sb, ".\n\n");
 	strbuf_release(&code);
 }
 
@@ -995,7 +1030,7 @@ static const struct {
 	{ sec_timing_details, 6, "timing details" },
 	{ sec_correctness, 0, NULL },
 	{ sec_errors_details, 3, "per-config errors" },
-	{ sec_dropped_details, 4, "configs left out" },
+	{ sec_dropped_details, 1, "configs left out" },
 	{ sec_notes_details, 5, "harness notes" },
 	{ sec_environment, 0, NULL },
 	{ sec_usage, 0, NULL },
@@ -1016,6 +1051,8 @@ static int render(struct strbuf *out, struct body_ctx *c, int drop_from)
 
 	strbuf_reset(out);
 	c->cut_rows = false;
+	if (c->r->notice && *c->r->notice)
+		strbuf_addf(out, "%s\n\n", c->r->notice);
 	for (size_t i = 0; i < ARRAY_SIZE(sections); i++) {
 		if (drop_from && sections[i].drop >= drop_from) {
 			/* name it only when it had something to show */
@@ -1052,7 +1089,7 @@ int kb_pr_body(struct strbuf *out, const struct kb_pr_report *r, const struct kb
 {
 	static const struct kb_md_limits github = { KB_MD_BODY_MAX_CHARS, KB_PR_BODY_MAX_BYTES };
 	struct body_ctx c;
-	const cJSON *cfg, *summary;
+	const cJSON *cfg;
 	const char *verdict;
 	size_t lo, hi;
 
@@ -1069,9 +1106,7 @@ int kb_pr_body(struct strbuf *out, const struct kb_pr_report *r, const struct kb
 	c.nconfigs = (size_t)cJSON_GetArraySize(c.configs);
 	c.backend = r->job.backend ? r->job.backend
 				   : kb_md_ev_str(kb_md_ev_obj(c.ev, "environment"), "backend");
-	summary = kb_md_ev_obj(c.ev, "summary");
-	c.geo_eager = kb_md_ev_num(summary, "geomean_speedup_eager");
-	c.geo_compile = kb_md_ev_num(summary, "geomean_speedup_compile");
+	kb_headline_of(&c.h, c.ev, r->noise_band);
 	verdict = kb_md_ev_str(c.ev, "verdict");
 	c.verified = verdict && !strcmp(verdict, "verified");
 	cJSON_ArrayForEach(cfg, c.configs) {

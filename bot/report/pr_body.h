@@ -18,20 +18,33 @@
  * a body is escaped (report/markdown.h), so it cannot hold a marker
  * outside a code block; kb_marker_find takes the last one all the same.
  *
- * Title rule: `kernelbot: <operator> <x.xx>x faster` when the geometric
- * mean speedup over eager, printed with two decimals, is above 1.00;
- * otherwise `kernelbot: <operator>, no faster kernel found (best <x.xx>x)`;
+ * Title rule (the headline policy, bot/report/HEADLINE.md; report/headline.h
+ * computes it): `kernelbot: <operator> <x.xx>x faster on its own shapes`
+ * when the headline (the speedup over eager on the operator's own shapes),
+ * printed with two decimals, is above 1.00; otherwise `kernelbot:
+ * <operator>, no faster kernel found (<x.xx>x on its own shapes)`; "over
+ * all configs" in place of "on its own shapes" when none of those was
+ * timed. A kernel slower than eager beyond the noise band on some config
+ * starts with it: `kernelbot: slower than eager on N of M configs: ...`.
  * `kernelbot: <operator> verified kernel (not timed)` without timings and
  * `kernelbot: <operator>, no verified kernel` when the verdict is not
  * "verified". <operator> is the operator's file name without ".py" (a
  * robust-kbench task: its folder's name), at most 80 characters.
  *
+ * The body leads with the headline, then the geometric mean over all
+ * configs and the worst config; warnings for slower configs and a single
+ * config (weak evidence); the screening figure beside the final one when
+ * they differ beyond the band; every config the verifier left out, with
+ * the reason; and a Reproduce command (`kernelbot bench` with the same
+ * seeds and configs) that prints the same table, with the band its
+ * speedups are promised to land within.
+ *
  * Size: the body stays within the limits given (default: fewer than
  * 65,536 code points, GitHub's limit, and at most 65,536 bytes, what the
  * forge accepts). When the full body is larger, details blocks go first,
- * least important first (timing details, config notes, dropped configs,
- * per-config errors, then the chart), then every table keeps only its
- * first rows and says "… N more configs". Rows and multi-byte characters
+ * least important first (timing details, config notes, per-config
+ * errors, the chart, then the configs left out), then every table keeps
+ * only its first rows and says "… N more configs". Rows and multi-byte characters
  * are never cut. A note near the end says what was left out.
  */
 #include "core/common.h"
@@ -82,6 +95,9 @@ struct kb_pr_report {
 	const char *kernel_path;    /* the kernel file in that branch */
 	const char *binding_dir;    /* folder holding binding.py; NULL: kernel_path's folder */
 	const char *evidence_path;  /* the evidence file in that branch; NULL: not named */
+	double noise_band;          /* [report] noise_band, the band's floor; <= 0: KB_NOISE_BAND_DEFAULT */
+	double screening_speedup;   /* the kernel's figure while searching (kernel.json "screening"); <= 0: unknown */
+	const char *notice;         /* markdown the reader must see first (the head moved); NULL: none */
 };
 
 /* The operator's short name (see the title rule) into out (reset first). */

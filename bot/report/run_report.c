@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/json.h"
+#include "report/headline.h"
 #include "report/run_report.h"
 #include "report/markdown.h"
 #include "core/util.h"
@@ -88,10 +89,16 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 {
 	const cJSON *ev = r->evidence, *summary = obj(ev, "summary"), *env = obj(ev, "environment");
 	const char *verdict = str(ev, "verdict");
-	double ge = kb_json_num(summary, "geomean_speedup_eager", NAN), gc = kb_json_num(summary, "geomean_speedup_compile", NAN);
+	struct kb_headline h;
+	double ge, gc;
 	double configs = kb_json_num(summary, "configs", NAN), seeds = kb_json_num(summary, "seeds", NAN);
 	int nc = kb_int_from_double(configs), ns = kb_int_from_double(seeds); /* from outside */
 	char a[32];
+
+	/* the headline policy (bot/report/HEADLINE.md): the operator's own shapes first */
+	kb_headline_of(&h, ev, r->noise_band);
+	ge = h.speedup;
+	gc = h.speedup_compile;
 
 	strbuf_addstr(sb, verdict && !strcmp(verdict, "verified") ? "**Verified**: " : "**Not verified**: ");
 	kb_md_code(sb, r->kernel_file, false);
@@ -107,9 +114,8 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 			      "forward pass was verified too)");
 	if (!isnan(ge)) {
 		kb_md_fmt_speedup(a, sizeof(a), ge);
-		strbuf_addf(sb, ": **%s** %s torch eager", a, ge >= 1.0 ? "faster than" : "the speed of");
-		if (!isnan(configs))
-			strbuf_addf(sb, " (geometric mean over %d config%s)", nc, nc == 1 ? "" : "s");
+		strbuf_addf(sb, ": **%s** %s torch eager ", a, ge >= 1.0 ? "faster than" : "the speed of");
+		kb_headline_md_scope(sb, &h);
 		if (!isnan(gc)) {
 			kb_md_fmt_speedup(a, sizeof(a), gc);
 			strbuf_addf(sb, ", %s against torch.compile", a);
@@ -133,9 +139,37 @@ static void summary_line(struct strbuf *sb, const struct kb_run_report *r)
 	if (!isnan(configs) && !isnan(seeds))
 		strbuf_addf(sb, "; %d config%s x %d seed%s passed every check in a fresh process",
 			    nc, nc == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
+	if (h.dropped)
+		strbuf_addf(sb, "; %zu more config%s %s left out by the verifier (see \"Configs left out\")",
+			    h.dropped, h.dropped == 1 ? "" : "s", h.dropped == 1 ? "was" : "were");
 	strbuf_addstr(sb, ".\n");
+	if (h.timed > 1) {
+		strbuf_addch(sb, '\n');
+		kb_headline_md_spread(sb, &h);
+		strbuf_addch(sb, '\n');
+	}
 	if (summary && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(summary, "suspicious")))
 		strbuf_addstr(sb, "\n**Suspicious speedup**: above the configured threshold; check the evidence before trusting it.\n");
+	if (h.slower || h.weak) {
+		strbuf_addch(sb, '\n');
+		kb_headline_md_alerts(sb, &h);
+		strbuf_setlen(sb, sb->len - 1); /* one newline, as the sections start with one */
+	}
+}
+
+/* Every config the verifier generated and left out, with the reason. */
+static void dropped_table(struct strbuf *sb, const cJSON *ev)
+{
+	static const char *const head[] = { "config", "kind", "why it was left out" };
+	const cJSON *d;
+
+	if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ev, "dropped_configs")))
+		return;
+	strbuf_addstr(sb, "\n## Configs left out\n\n");
+	kb_md_table_head(sb, head, ARRAY_SIZE(head), NULL);
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(ev, "dropped_configs")) {
+		kb_md_dropped_row(sb, d, 0, 300);
+	}
 }
 
 static void speedup_table(struct strbuf *sb, const cJSON *ev)
@@ -307,7 +341,8 @@ static void reproduce(struct strbuf *sb, const struct kb_run_report *r)
 	const char *dir = r->out_dir && *r->out_dir ? r->out_dir : ".";
 
 	strbuf_addf(&path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", r->kernel_file);
-	strbuf_addstr(sb, "\n## Reproduce\n\nVerify and time the kernel again, or tune it again:\n\n");
+	strbuf_addstr(sb, "\n## Reproduce\n\nVerify the kernel again, print the same speedup table "
+		      "(`bench`: same seeds, same configs), or tune it again:\n\n");
 	strbuf_addstr(&cmd, "kernelbot verify ");
 	shell_word(&cmd, r->operator_path);
 	strbuf_addch(&cmd, ' ');
@@ -318,8 +353,15 @@ static void reproduce(struct strbuf *sb, const struct kb_run_report *r)
 	shell_word(&cmd, r->operator_path);
 	strbuf_addch(&cmd, ' ');
 	shell_word(&cmd, path.buf);
+	strbuf_addf(&cmd, " --backend %s", r->backend ? r->backend : "cpu");
 	if (backward(r))
 		strbuf_addstr(&cmd, " --pass backward");
+	/* the same seeds and number of configs: the same table */
+	if (r->seeds > 0)
+		strbuf_addf(&cmd, " --seeds %lld", (long long)r->seeds);
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r->evidence, "configs")) > 0)
+		strbuf_addf(&cmd, " --max-configs %d",
+			    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(r->evidence, "configs")));
 	strbuf_addf(&cmd, "\nkernelbot run ");
 	shell_word(&cmd, r->operator_path);
 	strbuf_addf(&cmd, " --backend %s", r->backend ? r->backend : "cpu");
@@ -351,6 +393,7 @@ void kb_run_report_markdown(struct strbuf *out, const struct kb_run_report *r)
 	strbuf_addstr(out, "\n\n");
 	summary_line(out, r);
 	speedup_table(out, r->evidence);
+	dropped_table(out, r->evidence);
 	if (!r->found_by_md)
 		tuning_table(out, r); /* the templates' table says nothing about a search's kernel */
 	if (r->extra_md)

@@ -6,7 +6,9 @@
  *   kernel.cu | kernel.cpp   the best kernel (native ABI)
  *   kernel.json              template, point, build figures, tuning figures
  *   evidence.json            the final verification's evidence
- *   report.md                summary, speedup table, tuning table,
+ *   report.md                summary (the headline policy of
+ *                            bot/report/HEADLINE.md), speedup table,
+ *                            configs left out, tuning table,
  *                            environment, how to reproduce
  *   binding.py               a loader: call the kernel like a torch op
  *   include/                 kernelbot_abi.h and dlpack/dlpack.h, so the
@@ -51,6 +53,7 @@ struct kb_run_report {
 	 * Tuning section is then left out) */
 	const char *found_by_md;
 	const char *extra_md;           /* sections before Environment (the search's), or NULL */
+	double noise_band;              /* [report] noise_band, the band's floor; <= 0: the default */
 };
 
 /* report.md's text, appended to out. */

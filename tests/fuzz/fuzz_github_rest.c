@@ -147,11 +147,11 @@ static void run_op(struct kb_forge *f, struct feed *feed, unsigned op)
 	enum kb_forge_perm perm;
 	const char *labels[] = { "optimize-kernel", "kernelbot:done" };
 	struct kb_forge_new_pr spec = { "kernelbot/pr-1/relu", "main", "title", "body", false };
-	struct kb_forge_review review = { "0123456789abcdef0123456789abcdef01234567", "text", NULL, 0 };
+	struct kb_forge_review review = { "0123456789abcdef0123456789abcdef01234567", "text", NULL, 0, NULL };
 	struct kb_forge_status st = { "0123456789abcdef0123456789abcdef01234567", KB_STATUS_SUCCESS,
 				      "kernelbot", "done", NULL };
 	struct kb_forge_check check = { "kernelbot", "0123456789abcdef0123456789abcdef01234567",
-					KB_CHECK_COMPLETED, KB_CONCLUSION_SUCCESS, "t", "s", NULL, NULL };
+					KB_CHECK_COMPLETED, KB_CONCLUSION_SUCCESS, "t", "s", NULL, NULL, NULL };
 	bool nm = false;
 	char *login = NULL;
 	int64_t id = 0, at = 0;

@@ -504,6 +504,18 @@ def test_app_jwt_installation_token_and_check_runs(sim, app_keys):
         "conclusion": "success", "output": {"title": "2.0x", "summary": "s" * 65535}})
     assert st == 200 and done["status"] == "completed" and done["completed_at"]
     assert sim.repo_state(REPO)["check_runs"][str(cr["id"])]["conclusion"] == "success"
+    # listed for the commit (any token may read): newest first, by name, latest or all
+    st, _, cr2 = sim.api("POST", "/repos/%s/check-runs" % REPO, token=it, body={
+        "name": "kernelbot", "head_sha": "a" * 40, "external_id": "check:7"})
+    assert st == 201 and cr2["external_id"] == "check:7"
+    st, h, listed = sim.api("GET", "/repos/%s/commits/%s/check-runs?check_name=kernelbot"
+                            "&filter=all&per_page=1" % (REPO, "a" * 40))
+    assert st == 200 and listed["total_count"] == 2 and 'rel="next"' in h["link"]
+    assert [c["external_id"] for c in listed["check_runs"]] == ["check:7"]
+    _, _, latest = sim.api("GET", "/repos/%s/commits/%s/check-runs" % (REPO, "a" * 40))
+    assert [c["id"] for c in latest["check_runs"]] == [cr2["id"]]
+    _, _, other = sim.api("GET", "/repos/%s/commits/%s/check-runs?check_name=x" % (REPO, "a" * 40))
+    assert other == {"total_count": 0, "check_runs": []}
     _, _, c = sim.api("POST", "/repos/%s/issues/1/comments" % REPO, token=it, body={"body": "b"})
     assert c["user"]["login"] == "kernelbot[bot]" and c["user"]["type"] == "Bot"
     # scoped to its installation; expires after an hour
@@ -553,6 +565,19 @@ def test_fault_after_applies_the_request_first(sim):
     sim.fault("error", path="/comments$", method="POST", status=502, after=True)
     assert sim.api("POST", "/repos/%s/issues/1/comments" % REPO, {"body": "x"})[0] == 502
     assert len(sim.repo_state(REPO)["comments"]) == 1   # the lost-response case
+
+
+def test_fault_slow_after_answers_late(sim):
+    """Handled at once, answered late: a client that gave up never heard
+    that its comment was made (the retry that makes a second one)."""
+    sim.fault("slow", path="/comments$", method="POST", delay=1.0, after=True)
+    t = time.monotonic()
+    with pytest.raises((TimeoutError, OSError)):
+        sim.http("POST", "/repos/%s/issues/1/comments" % REPO, body={"body": "x"},
+                 headers={"Authorization": "token " + TOKEN}, timeout=0.3)
+    assert time.monotonic() - t < 0.9
+    assert [c["body"] for c in sim.repo_state(REPO)["comments"].values()] == ["x"]
+    assert [(e["fault"], e["status"]) for e in sim.requests()] == [("slow", 201)]
 
 
 def test_fault_slow_malformed_drop(sim):

@@ -46,6 +46,68 @@ def test_harness_numel_cap_drops_large_configs():
     assert any("max_numel" in d["reason"] for d in res["dropped_configs"])
 
 
+def test_harness_small_configs_never_dropped_for_size():
+    """An operator whose own size is above max_numel (the examples on the
+    cpu): the size estimate shrinks with the shrunk constants, so the 7x7,
+    batch-of-one and quarter configs are kept, and every config left out
+    for its size really is above the cap (issue 14 item 2)."""
+    cap = 1 << 16                      # own: 16 x 16384 = 262144 elements
+    res = describe(op("kb_relu.py"), max_configs=16, max_numel=cap)
+    kept = {c["kind"]: c["inputs"][0]["shape"] for c in res["configs"]}
+    assert kept["own"] == [16, 16384]
+    assert kept.get("seven") == [7, 7], kept
+    assert kept.get("batch1") == [1, 16384], kept
+    assert kept.get("quarter") == [4, 4096], kept
+    for c in res["configs"][1:]:
+        assert c["inputs"][0]["shape"][0] * c["inputs"][0]["shape"][1] <= cap
+    dropped = res["dropped_configs"]
+    assert dropped and all("max_numel" in d["reason"] for d in dropped)
+    for d in dropped:
+        assert d["params"]["batch_size"] * d["params"]["dim"] > cap, d
+
+
+COINCIDENT = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, x):
+        return torch.tanh(x + self.bias)
+
+
+batch_size = 64
+hidden_size = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, hidden_size)]
+
+
+def get_init_inputs():
+    return [hidden_size]
+'''
+
+
+def test_harness_size_estimate_with_equal_constants(tmp_path):
+    """Two size constants of one value (64 x 64, as the examples have): a
+    batch of one is 1 x 64 whichever dimension is which, and is kept."""
+    path = tmp_path / "coincident.py"
+    path.write_text(COINCIDENT)
+    cap = 1024                         # own: 4096 elements
+    res = describe(str(path), max_configs=16, max_numel=cap)
+    kept = {c["kind"]: c["inputs"][0]["shape"] for c in res["configs"]}
+    assert kept.get("batch1") == [1, 64], kept
+    assert kept.get("seven") == [7, 7], kept
+    assert kept.get("half") == [32, 32], kept
+    for d in res["dropped_configs"]:
+        assert d["params"]["batch_size"] * d["params"]["hidden_size"] > cap, d
+
+
 def test_harness_raising_variant_dropped_and_noted():
     res = describe(op("kb_pairs.py"), max_configs=16)
     feats = [c["params"]["features"] for c in res["configs"]]

@@ -261,7 +261,7 @@ def test_bad_arguments_exit_2(env, tmp_path):
         ([op, "--seeds", "0"], "--seeds '0'"),
         ([op, "--bogus"], "unknown option"),
         ([str(tmp_path / "missing.py")], "does not exist"),
-        ([str(notpy)], "neither a .py file nor a robust-kbench folder"),
+        ([str(notpy)], "neither a .py file nor a folder: an operator is one KernelBench .py file"),
     ]
     for args, msg in cases:
         r = kb(env, *args)

@@ -55,6 +55,7 @@ class Api(IssuesMixin, PullsMixin, ChecksMixin):
                 ("POST", R + "/check-runs", self.create_check_run),
                 ("GET", R + r"/check-runs/(?P<id>\d+)", self.get_check_run),
                 ("PATCH", R + r"/check-runs/(?P<id>\d+)", self.update_check_run),
+                ("GET", R + "/commits/(?P<ref>[^/]+)/check-runs", self.list_check_runs),
                 ("POST", R + "/statuses/(?P<sha>[0-9a-fA-F]{7,40})", self.create_status),
                 ("GET", R + "/commits/(?P<ref>[^/]+)/statuses", self.list_statuses),
                 ("GET", R + "/git/ref/(?P<ref>.+)", self.get_ref),

@@ -90,6 +90,28 @@ class ChecksMixin:
         cr.update(new)
         return Resp(200, S.check_run_json(req.base, self.store, r, cr, self.app_json(req)))
 
+    def list_check_runs(self, req, g):
+        """GET /repos/{o}/{r}/commits/{ref}/check-runs: {"total_count", "check_runs"},
+        newest first; check_name, status, filter (latest: the newest of each
+        name, GitHub's default; all), per_page, page with Link."""
+        r = self.repo(req, g)
+        sha = r["refs"].get("refs/heads/" + g["ref"], g["ref"]).lower()
+        runs = sorted((cr for cr in r["check_runs"].values()
+                       if cr["head_sha"].lower() == sha), key=lambda cr: -cr["id"])
+        name, status = req.q("check_name"), req.q("status")
+        if req.q("filter", "latest") not in ("latest", "all"):
+            raise invalid("%r is not a member of ['latest', 'all']." % req.q("filter"))
+        if req.q("filter", "latest") == "latest":
+            seen = set()
+            runs = [cr for cr in runs if not (cr["name"] in seen or seen.add(cr["name"]))]
+        runs = [cr for cr in runs if (name is None or cr["name"] == name) and
+                (status is None or cr["status"] == status)]
+        resp = paged(req, r, runs)
+        resp.body = {"total_count": len(runs),
+                     "check_runs": [S.check_run_json(req.base, self.store, r, cr,
+                                                     self.app_json(req)) for cr in resp.body]}
+        return resp
+
     def create_status(self, req, g):
         r = self.repo(req, g)
         body = obj_body(req)

@@ -213,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
         fault = core.faults.take(method, path + ("?" + qs if qs else ""))
         if fault:
             entry["fault"] = fault["kind"]
-            if fault["kind"] == "slow":
+            if fault["kind"] == "slow" and not fault["after"]:
                 time.sleep(fault["delay"])
         early = fault and not fault["after"]
         if early and fault["kind"] == "drop":
@@ -241,6 +241,10 @@ class Handler(BaseHTTPRequestHandler):
                 status = 200
         entry["status"] = status
         core.log_add(entry)
+        if fault and fault["kind"] == "slow" and fault["after"]:
+            # done (and logged), answered late: a client whose timeout is
+            # shorter never hears that it happened
+            time.sleep(fault["delay"])
         self.send(status, body, headers)
 
     def refuse(self, core, fault, rid, entry):

@@ -19,6 +19,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /*
  * Real compilers. g++ is wrapped by a shell script that counts compile
@@ -431,7 +432,7 @@ static void test_cuda_registers(void **state)
 
 	if (kb_find_program("nvcc", &nvcc) && kb_find_program("/usr/local/cuda/bin/nvcc", &nvcc)) {
 		strbuf_release(&nvcc);
-		skip();
+		KB_SKIP("no nvcc (CUDA toolkit) on this machine");
 	}
 	strbuf_release(&nvcc);
 	src = path_in(f, "relu.cu");
@@ -610,7 +611,7 @@ static void test_cuda_imports_accepted(void **state)
 	cJSON *j;
 
 	if (!have_nvcc())
-		skip();
+		KB_SKIP("no nvcc (CUDA toolkit) on this machine");
 	src = kernel_path("ok_cuda_memcpy.cu");
 	kb_build_result_init(&r);
 	assert_int_equal(kb_build_native(&f->env, src, &r), 0);
@@ -827,7 +828,7 @@ static void test_sandbox_secret_include(void **state)
 	char *saved = f->env.cxx;
 
 	if (!sandbox_or_skip(&sb))
-		skip();
+		KB_SKIP("no working bubblewrap sandbox (user namespaces off?)");
 	assert_int_equal(kb_mkdir_p(dir, 0700), 0);
 	secret = path_in(f, "secrets/id_rsa");
 	write_file(secret, secret_text, 0600);
@@ -889,7 +890,7 @@ static void test_sandbox_cuda(void **state)
 	char *src;
 
 	if (!have_nvcc() || !sandbox_or_skip(&sb))
-		skip();
+		KB_SKIP("needs nvcc and a working bubblewrap sandbox");
 	f->env.sandbox = &sb;
 	src = kernel_path("ok_cuda_memcpy.cu");
 	kb_build_result_init(&r);

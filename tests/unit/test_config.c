@@ -11,6 +11,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /* A temp dir for the group; each test logs to its own file in it. */
 static char tmpdir[] = "/tmp/kb-test-config.XXXXXX";
@@ -141,7 +142,8 @@ static void test_defaults(void **state)
 
 	kb_config_init(&cfg);
 	assert_string_equal(cfg.source, "(built-in defaults)");
-	assert_string_equal(cfg.state_dir, ".kernelbot");
+	assert_true(!strcmp(cfg.state_dir, ".kernelbot") || !strcmp(cfg.state_dir + strlen(cfg.state_dir) -
+								       strlen("/kernelbot"), "/kernelbot"));
 	assert_string_equal(cfg.log_file, "");
 	assert_int_equal(cfg.log_level, KB_LOG_INFO);
 	assert_string_equal(cfg.python, "");
@@ -632,7 +634,22 @@ static void test_unknown_key(void **state)
 static void test_unknown_section(void **state)
 {
 	expect_error("[core]\nlog_level = info\n[cores]\nlog_level = info\n", 3,
-		     "unknown section [cores]", NULL);
+		     "unknown section [cores]", "(did you mean [core]?)");
+	expect_error("[harnes]\nseeds = 2\n", 1, "unknown section [harnes] (did you mean [harness]?)", NULL);
+	/* nothing close: no guess */
+	{
+		struct kb_config cfg;
+		char *path = write_tmp("far.ini", "[zzzzzzzz]\nx = 1\n"), *log;
+
+		assert_int_equal(kb_config_load(&cfg, path), -1);
+		kb_config_release(&cfg);
+		log = read_log();
+		assert_contains(log, "unknown section [zzzzzzzz]");
+		assert_not_contains(log, "did you mean");
+		free(log);
+		free(path);
+		assert_int_equal(truncate(logpath.buf, 0), 0);
+	}
 	/* an empty unknown section is reported too */
 	expect_error("[core]\n[nothing]\n", 2, "unknown section [nothing]", NULL);
 	/* a UTF-8 byte order mark does not hide the first section */
@@ -737,7 +754,7 @@ static void test_duplicate_key(void **state)
 
 static void test_missing_required(void **state)
 {
-	expect_error("[core]\nstate_dir =\n", 2, "[core] state_dir: ", "a value is required");
+	expect_error("[bot]\nlabel =\n", 2, "[bot] label: ", "a value is required");
 	expect_error("[github]\napi_url = ${KB_TEST_EMPTY2}\n", 2, "[github] api_url: ", NULL);
 	setenv("KB_TEST_EMPTY2", "", 1);
 	expect_error("[github]\napi_url = ${KB_TEST_EMPTY2}\n", 2,
@@ -909,6 +926,47 @@ static void check_documented(const char *printed, const char *ini)
 	}
 }
 
+/* State lives in one place per user, not in whatever directory a command runs from. */
+static void test_state_dir_default(void **state)
+{
+	struct kb_config cfg;
+	char *home = getenv("HOME") ? xstrdup(getenv("HOME")) : NULL;
+	char *xdg = getenv("XDG_STATE_HOME") ? xstrdup(getenv("XDG_STATE_HOME")) : NULL;
+	char *empty = write_tmp("empty-state.ini", "[core]\nstate_dir =\n");
+	char *given = write_tmp("given-state.ini", "[core]\nstate_dir = /srv/kb\n");
+
+	setenv("XDG_STATE_HOME", "/x/state", 1);
+	kb_config_init(&cfg);
+	assert_string_equal(cfg.state_dir, "/x/state/kernelbot");
+	kb_config_release(&cfg);
+	assert_int_equal(kb_config_load(&cfg, empty), 0);
+	assert_string_equal(cfg.state_dir, "/x/state/kernelbot");
+	kb_config_release(&cfg);
+	assert_int_equal(kb_config_load(&cfg, given), 0);
+	assert_string_equal(cfg.state_dir, "/srv/kb");
+	kb_config_release(&cfg);
+	/* a relative XDG_STATE_HOME is ignored, as the spec says */
+	setenv("XDG_STATE_HOME", "rel", 1);
+	setenv("HOME", "/home/u", 1);
+	kb_config_init(&cfg);
+	assert_string_equal(cfg.state_dir, "/home/u/.local/state/kernelbot");
+	kb_config_release(&cfg);
+	unsetenv("XDG_STATE_HOME");
+	unsetenv("HOME");
+	kb_config_init(&cfg);
+	assert_string_equal(cfg.state_dir, ".kernelbot");
+	kb_config_release(&cfg);
+
+	if (home)
+		setenv("HOME", home, 1);
+	if (xdg)
+		setenv("XDG_STATE_HOME", xdg, 1);
+	free(home);
+	free(xdg);
+	free(empty);
+	free(given);
+}
+
 static void test_shipped_config(void **state)
 {
 	struct kb_config cfg, defaults;
@@ -1028,7 +1086,7 @@ static void test_bin_rejects_unknown_key(void **state)
 	struct strbuf want = STRBUF_INIT;
 
 	if (!have_bin())
-		skip();
+		KB_SKIP("no kernelbot binary (KB_BIN unset or not built)");
 	path = write_tmp("typo.ini", "[core]\nlog_level = info\n\n[harness]\ntiemout_s = 5\n");
 	{
 		const char *args[] = { "config", "check", "-c", path, NULL };
@@ -1049,7 +1107,7 @@ static void test_bin_accepts_shipped(void **state)
 	char *out, *err;
 
 	if (!have_bin())
-		skip();
+		KB_SKIP("no kernelbot binary (KB_BIN unset or not built)");
 	{
 		const char *args[] = { "config", "check", "-c", shipped_config(), NULL };
 
@@ -1076,7 +1134,7 @@ static void test_bin_usage(void **state)
 	char *out, *err;
 
 	if (!have_bin())
-		skip();
+		KB_SKIP("no kernelbot binary (KB_BIN unset or not built)");
 	{
 		const char *args[] = { "config", "--help", NULL };
 
@@ -1153,6 +1211,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_default_path_cwd, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_redacts_secrets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_log_redacts_secrets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_default, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shipped_config, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reload, setup, teardown),

@@ -6,6 +6,7 @@
 #include "core/http.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/rng.h"
 #include "core/signals.h"
 #include "core/strbuf.h"
@@ -14,6 +15,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -167,6 +169,93 @@ static void test_log_levels_and_redaction(void **state)
 	log_open(NULL);
 	strbuf_release(&path);
 	strbuf_release(&text);
+}
+
+static void count_observed(const struct kb_progress *p, void *payload)
+{
+	(*(int *)payload)++;
+}
+
+/*
+ * A log line while a bar is drawn on the terminal: the bar is cleared
+ * first and drawn again below the line, so no line holds both.
+ */
+static void test_progress_log_lines_keep_the_bar_whole(void **state)
+{
+	struct kb_progress p;
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	int saved = dup(2), fd, observed = 0;
+	const char *hello, *line_start;
+
+	strbuf_addf(&path, "%s/tty", tmpdir);
+	fd = open(path.buf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
+	log_open(NULL);
+	kb_progress_init(&p, stderr, 1);
+	p.width = 100;
+	p.observe = count_observed;
+	p.observe_payload = &observed;
+	kb_progress_stage(&p, "verify", 2);
+	log_info("state: created 'x'");
+	kb_progress_step(&p, 1, "k1.cpp");
+	kb_progress_end(&p);
+	log_info("after the end");
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	close(fd);
+
+	read_log(&text, path.buf);
+	hello = strstr(text.buf, "info  state: created 'x'\n");
+	assert_non_null(hello);
+	line_start = hello;
+	while (line_start > text.buf && line_start[-1] != '\n' && line_start[-1] != 'K')
+		line_start--;
+	/* the log line starts right after the bar was erased ("\r\033[K") */
+	assert_true(line_start - text.buf >= 4 && !strncmp(line_start - 4, "\r\033[K", 4));
+	assert_null(memmem(text.buf, (size_t)(hello - text.buf), "\n", 1)); /* the bar was on this line */
+	/* drawn again right below it, then the step */
+	assert_non_null(strstr(hello, "\n\r\033[K[....................] verify 0/2"));
+	assert_non_null(strstr(hello, "\r\033[K[##########..........] verify 1/2  k1.cpp"));
+	/* after kb_progress_end the log writes plainly: no bar comes back */
+	hello = strstr(text.buf, "info  after the end\n");
+	assert_non_null(hello);
+	assert_null(strstr(hello, "verify"));
+	assert_int_equal(observed, 2); /* the stage and the step */
+	strbuf_release(&text);
+	strbuf_release(&path);
+}
+
+/* Plain lines (a log): a step that runs long gets a heartbeat note, not a step line. */
+static void test_progress_heartbeat(void **state)
+{
+	struct kb_progress p;
+	struct strbuf text = STRBUF_INIT, path = STRBUF_INIT;
+	FILE *fp;
+
+	strbuf_addf(&path, "%s/plain", tmpdir);
+	fp = fopen(path.buf, "w");
+	assert_non_null(fp);
+	kb_progress_init(&p, fp, 0);
+	kb_progress_activity(&p, "nothing before a stage");
+	kb_progress_stage(&p, "verify", 3);
+	kb_progress_activity(&p, "k.cpp: %s, config %d, seed %d", "trial", 1, 0);
+	/* as if the step had run for 31 s without a line */
+	p.line_ms -= 31000;
+	p.step_ms -= 31000;
+	kb_progress_activity(&p, "k.cpp: %s, config %d, seed %d", "trial", 2, 1);
+	kb_progress_tick(&p); /* just printed: nothing more */
+	kb_progress_step(&p, 1, "k.cpp");
+	kb_progress_tick(&p);
+	fclose(fp);
+	read_log(&text, path.buf);
+	assert_string_equal(text.buf, "[verify 0/3]\n"
+			    "... verify 0/3 still running after 31 s: k.cpp: trial, config 2, seed 1\n"
+			    "[verify 1/3] k.cpp\n");
+	strbuf_release(&text);
+	strbuf_release(&path);
 }
 
 static void test_util_parse_and_fs(void **state)
@@ -448,6 +537,8 @@ int main(void)
 		cmocka_unit_test(test_strbuf_read_file),
 		cmocka_unit_test(test_strvec),
 		cmocka_unit_test(test_log_levels_and_redaction),
+		cmocka_unit_test(test_progress_log_lines_keep_the_bar_whole),
+		cmocka_unit_test(test_progress_heartbeat),
 		cmocka_unit_test(test_util_parse_and_fs),
 		cmocka_unit_test(test_util_saturating),
 		cmocka_unit_test(test_signals_flags),

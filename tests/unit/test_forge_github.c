@@ -23,6 +23,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -295,7 +296,7 @@ static struct kb_forge *pat_forge(void)
 	return forge_with(NULL);
 }
 
-#define NEED_SIM() do { if (!sim_up) { skip(); return; } } while (0)
+#define NEED_SIM() do { if (!sim_up) { KB_SKIP("the GitHub simulator did not start (python3 missing?)"); return; } } while (0)
 
 /* --- tests --- */
 
@@ -601,7 +602,7 @@ static void test_repo_comments_etag_since_pages(void **state)
 static void test_review_status_labels(void **state)
 {
 	struct kb_forge *f;
-	struct kb_forge_review rv = { SHA_A, "1.8x: see the table", NULL, 0 };
+	struct kb_forge_review rv = { SHA_A, "1.8x: see the table", NULL, 0, NULL };
 	struct kb_forge_status st = { SHA_A, KB_STATUS_SUCCESS, "kernelbot", NULL, NULL };
 	const char *labels[] = { "kernelbot:running", "kernelbot:done" };
 	struct strbuf desc = STRBUF_INIT;
@@ -650,7 +651,7 @@ static void test_check_run_pat_falls_back_to_status(void **state)
 {
 	struct kb_forge *f;
 	struct kb_forge_check ck = { "kernelbot", SHA_A, KB_CHECK_COMPLETED, KB_CONCLUSION_FAILURE,
-				     "no faster kernel", "details", NULL, NULL };
+				     "no faster kernel", "details", NULL, NULL, NULL };
 	int64_t id = 0;
 	cJSON *r;
 
@@ -676,7 +677,7 @@ static void test_app_check_run_and_tokens(void **state)
 	struct kb_github_opts o = KB_GITHUB_OPTS_INIT;
 	struct kb_forge *f;
 	struct kb_forge_check ck = { "kernelbot", SHA_A, KB_CHECK_IN_PROGRESS, KB_CONCLUSION_NONE,
-				     "searching", "generation 1", NULL, NULL };
+				     "searching", "generation 1", NULL, NULL, NULL };
 	struct kb_forge_remote rem = KB_FORGE_REMOTE_INIT;
 	struct kb_forge_pr pr = KB_FORGE_PR_INIT;
 	int64_t id = 0, id2;
@@ -861,6 +862,117 @@ static void test_5xx_malformed_timeout(void **state)
 	kb_forge_free(f);
 }
 
+/* Comments of the bot's whose body holds text. */
+static int bot_comments_with(const char *text)
+{
+	cJSON *r = repo_state(), *c;
+	int n = 0;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(r, "comments"))
+		n += !strcmp(cJSON_GetObjectItem(c, "user")->valuestring, "kernelbot") &&
+		     strstr(cJSON_GetObjectItem(c, "body")->valuestring, text);
+	cJSON_Delete(r);
+	return n;
+}
+
+static int count_of(const char *what)
+{
+	cJSON *r = repo_state();
+	int n = cJSON_GetArraySize(cJSON_GetObjectItem(r, what));
+
+	cJSON_Delete(r);
+	return n;
+}
+
+/*
+ * GitHub made it, but the reply came after the client's timeout (or was
+ * a 502, or the connection dropped): the retry finds it by its marker
+ * instead of making a second one.
+ */
+static void test_lost_replies_are_found_not_remade(void **state)
+{
+	struct kb_github_opts o = KB_GITHUB_OPTS_INIT;
+	struct kb_forge *f;
+	const char *marker = "<!-- kernelbot:progress pr=1 -->";
+	struct kb_forge_review rv = { SHA_A, "new best: 1.8x\n<!-- kernelbot:review job=1 -->", NULL,
+				      0, "<!-- kernelbot:review job=1 -->" };
+	struct kb_forge_check ck = { "kernelbot / relu", SHA_A, KB_CHECK_IN_PROGRESS,
+				     KB_CONCLUSION_NONE, "searching", "generation 1", NULL, NULL,
+				     "check:1" };
+	struct kb_forge_new_pr spec = { "kernelbot/pr-1/relu", "relu", "kernelbot: relu 1.80x faster",
+					"body", false };
+	struct kb_forge_pr pr = KB_FORGE_PR_INIT;
+	struct kb_forge_comment c = KB_FORGE_COMMENT_INIT;
+	int64_t id = 0, id2 = 0, rid = 0, cid = 0;
+
+	NEED_SIM();
+	o.timeout_ms = 400;
+	o.max_attempts = 3;
+	f = forge_with(&o);
+	/* the progress comment, answered after the timeout */
+	ctlf("POST", "faults", "{\"kind\": \"slow\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/issues/1/comments$\", \"delay\": 1.0}");
+	assert_int_equal(kb_forge_post_marked_comment(f, &id, REPO, 1, marker,
+						      "working on it\n<!-- kernelbot:progress pr=1 -->"), 0);
+	assert_int_equal(bot_comments_with(marker), 1);
+	assert_int_equal(kb_forge_find_comment(f, &c, REPO, 1, marker), 0);
+	assert_int_equal(c.id, id);
+	kb_forge_comment_release(&c);
+	assert_int_equal(logged("POST", "/issues/1/comments", -1), 1);
+	assert_true(f->stats.retries >= 1);
+	/* a comment without a marker: its body names it; a 502 after it was made */
+	ctlf("POST", "faults", "{\"kind\": \"error\", \"status\": 502, \"after\": true,"
+	     " \"method\": \"POST\", \"path\": \"/issues/1/comments$\"}");
+	assert_int_equal(kb_forge_post_comment(f, &id2, REPO, 1, "done"), 0);
+	assert_true(id2 > id);
+	assert_int_equal(count_bot_comments(), 2);
+	/* an older twin is not taken for the new one: the newest wins */
+	ctlf("POST", "faults", "{\"kind\": \"slow\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/issues/1/comments$\", \"delay\": 1.0}");
+	assert_int_equal(kb_forge_post_comment(f, &id, REPO, 1, "done"), 0);
+	assert_true(id > id2);
+	assert_int_equal(count_bot_comments(), 3);
+	/* a review: the reply lost after the timeout */
+	ctlf("POST", "faults", "{\"kind\": \"slow\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/pulls/1/reviews$\", \"delay\": 1.0}");
+	assert_int_equal(kb_forge_post_review(f, &rid, REPO, 1, &rv), 0);
+	assert_true(rid > 0);
+	assert_int_equal(count_of("reviews"), 1);
+	/* a line comment: the connection dropped after it was made */
+	rv.path = "ops/relu.py";
+	rv.line = 2;
+	ctlf("POST", "faults", "{\"kind\": \"drop\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/pulls/1/comments$\"}");
+	assert_int_equal(kb_forge_post_review(f, &rid, REPO, 1, &rv), 0);
+	assert_true(rid > 0);
+	assert_int_equal(count_of("review_comments"), 1);
+	/* the bot's pull request: found by its branch */
+	cJSON_Delete(ctl("DELETE", "requests", NULL));
+	ctlf("POST", "faults", "{\"kind\": \"slow\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/pulls$\", \"delay\": 1.0}");
+	assert_int_equal(kb_forge_open_pr(f, &pr, REPO, &spec), 0);
+	assert_int_equal(pr.number, 2);
+	assert_string_equal(pr.state, "open");
+	kb_forge_pr_release(&pr);
+	assert_int_equal(logged("POST", "/repos/acme/ops/pulls", -1), 1);
+	kb_forge_free(f);
+
+	/* a check run (an App's): found by its external id */
+	memset(&o, 0, sizeof(o));
+	o.app_id = APP_ID;
+	o.private_key_file = key_path;
+	o.timeout_ms = 400;
+	o.max_attempts = 3;
+	f = forge_with(&o);
+	ctlf("POST", "faults", "{\"kind\": \"slow\", \"after\": true, \"method\": \"POST\","
+	     " \"path\": \"/check-runs$\", \"delay\": 1.0}");
+	assert_int_equal(kb_forge_check_run(f, &cid, REPO, &ck), 0);
+	assert_true(cid > 0);
+	assert_int_equal(count_of("check_runs"), 1);
+	assert_int_equal(logged("GET", "/commits/" SHA_A "/check-runs", 200), 1);
+	kb_forge_free(f);
+}
+
 static void test_body_cap_and_enterprise_layout(void **state)
 {
 	struct kb_github_opts o = KB_GITHUB_OPTS_INIT;
@@ -927,6 +1039,7 @@ int main(void)
 		cmocka_unit_test_setup(test_app_check_run_and_tokens, setup),
 		cmocka_unit_test_setup(test_rate_limits, setup),
 		cmocka_unit_test_setup(test_5xx_malformed_timeout, setup),
+		cmocka_unit_test_setup(test_lost_replies_are_found_not_remade, setup),
 		cmocka_unit_test_setup(test_body_cap_and_enterprise_layout, setup),
 	};
 

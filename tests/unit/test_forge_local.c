@@ -466,10 +466,10 @@ static void test_review_status_check(void **state)
 	struct fixture *f = *state;
 	char *sha = rev_parse(f, "feature"), *md;
 	int64_t n = open_feature(f), rid = 0, cid = 0, cid2 = 0;
-	struct kb_forge_review rv = { sha, "1.8x faster: see the table", "ops/relu.py", 1 };
+	struct kb_forge_review rv = { sha, "1.8x faster: see the table", "ops/relu.py", 1, NULL };
 	struct kb_forge_status st = { sha, KB_STATUS_PENDING, "kernelbot", "searching", NULL };
 	struct kb_forge_check ck = { "kernelbot", sha, KB_CHECK_IN_PROGRESS, KB_CONCLUSION_NONE,
-				     "generation 1", "best so far 1.1x", NULL, NULL };
+				     "generation 1", "best so far 1.1x", NULL, NULL, NULL };
 
 	assert_int_equal(kb_forge_post_review(f->bot, &rid, REPO, n, &rv), 0);
 	assert_true(rid > 0);

@@ -11,6 +11,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /*
  * The git side against a real git smart-HTTP server (lighttpd running
@@ -289,7 +290,7 @@ static int group_teardown(void **state)
 #define NEED_SERVER() \
 	do { \
 		if (F.skip) \
-			skip(); \
+			KB_SKIP("no git smart-HTTP server (lighttpd or git-http-backend missing)"); \
 		assert_non_null(F.repo); \
 	} while (0)
 
@@ -314,7 +315,7 @@ static void test_sync_clones_with_token(void **state)
 	struct strbuf logged = STRBUF_INIT;
 
 	if (F.skip)
-		skip();
+		KB_SKIP("no git smart-HTTP server (lighttpd or git-http-backend missing)");
 	assert_int_equal(git_in(NULL, NULL, "--git-dir", F.bare.buf, "update-ref", "refs/heads/gone",
 				F.main_sha, NULL),
 			 0);

@@ -16,6 +16,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /*
  * The client against fake harnesses: shell scripts run by /bin/sh through
@@ -680,7 +681,7 @@ static void test_python_find(void **state)
 	if (kb_python_find(&cfg, &p)) {
 		kb_config_release(&cfg);
 		kb_python_reset();
-		skip(); /* no torch here */
+		KB_SKIP("no python3 with torch here");
 	}
 	assert_non_null(p);
 	assert_string_equal(p->python, torch_python());

@@ -33,6 +33,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 #define SIM_KEY "sk-sim-test-key-0123456789"
 #define BAD_KEY "sk-wrong-key-abcdefghijk"
@@ -885,7 +886,7 @@ static int sim_requests(void)
 	return n;
 }
 
-#define NEED_SIM() do { if (!sim_up) { skip(); return; } } while (0)
+#define NEED_SIM() do { if (!sim_up) { KB_SKIP("the LLM simulator did not start (python3 missing?)"); return; } } while (0)
 
 /*
  * Models on the simulator: oa (openai), an (anthropic, a system prompt

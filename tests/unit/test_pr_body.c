@@ -3,8 +3,10 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "report/comments.h"
+#include "report/headline.h"
 #include "report/markdown.h"
 #include "report/pr_body.h"
+#include "report/run_report.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
 
@@ -246,25 +248,38 @@ static void test_title(void **state)
 	struct kb_pr_report r;
 	struct strbuf t = STRBUF_INIT;
 
+	/* the headline: the operator's own shapes (1.85x), not the geometric mean over all (1.97x) */
 	cuda_report(&r, cuda);
 	assert_int_equal(kb_pr_title(&t, &r), 0);
-	assert_string_equal(t.buf, "kernelbot: kb_softmax 1.97x faster");
+	assert_string_equal(t.buf, "kernelbot: kb_softmax 1.85x faster on its own shapes");
 
+	/* slower than eager on some configs: the title's first words say so */
 	cpu_report(&r, cpu);
 	assert_int_equal(kb_pr_title(&t, &r), 0);
-	assert_string_equal(t.buf, "kernelbot: kb_softmax, no faster kernel found (best 0.40x)");
+	assert_string_equal(t.buf, "kernelbot: slower than eager on 9 of 12 configs: kb_softmax, "
+			    "no faster kernel found (0.42x on its own shapes)");
 
-	/* 1.004 prints as 1.00: not "faster" */
-	cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cpu, "summary"),
-						 "geomean_speedup_eager"), 1.004);
-	assert_int_equal(kb_pr_title(&t, &r), 0);
-	assert_string_equal(t.buf, "kernelbot: kb_softmax, no faster kernel found (best 1.00x)");
-	cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(cpu, "summary"),
-						 "geomean_speedup_eager"), 1.006);
-	assert_int_equal(kb_pr_title(&t, &r), 0);
-	assert_string_equal(t.buf, "kernelbot: kb_softmax 1.01x faster");
+	/* one config, none slower: 1.004 prints as 1.00, not "faster" */
+	{
+		cJSON *one = cJSON_Duplicate(cJSON_GetArrayItem(cJSON_GetObjectItem(cpu, "configs"), 0), true);
+		cJSON *t0 = cJSON_GetObjectItem(one, "timing");
+
+		cJSON_ReplaceItemInObject(cpu, "configs", cJSON_CreateArray());
+		cJSON_AddItemToArray(cJSON_GetObjectItem(cpu, "configs"), one);
+		cJSON_ReplaceItemInObject(t0, "speedup_eager", cJSON_CreateNumber(1.004));
+		assert_int_equal(kb_pr_title(&t, &r), 0);
+		assert_string_equal(t.buf, "kernelbot: kb_softmax, no faster kernel found (1.00x on its own shapes)");
+		cJSON_ReplaceItemInObject(t0, "speedup_eager", cJSON_CreateNumber(1.006));
+		assert_int_equal(kb_pr_title(&t, &r), 0);
+		assert_string_equal(t.buf, "kernelbot: kb_softmax 1.01x faster on its own shapes");
+		/* no config of the operator's own shapes timed: over all configs, and it says so */
+		cJSON_ReplaceItemInObject(one, "kind", cJSON_CreateString("double"));
+		assert_int_equal(kb_pr_title(&t, &r), 0);
+		assert_string_equal(t.buf, "kernelbot: kb_softmax 1.01x faster over all configs");
+	}
 
 	cJSON_ReplaceItemInObject(cpu, "summary", cJSON_CreateNull());
+	cJSON_ReplaceItemInObject(cpu, "configs", cJSON_CreateArray());
 	assert_int_equal(kb_pr_title(&t, &r), 0);
 	assert_string_equal(t.buf, "kernelbot: kb_softmax verified kernel (not timed)");
 	cJSON_ReplaceItemInObject(cpu, "verdict", cJSON_CreateString("rejected"));
@@ -346,11 +361,23 @@ static void test_body_cuda(void **state)
 	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
 	dump("pr_body_cuda.md", body.buf);
 	assert_true(valid_utf8(body.buf, body.len));
+	/* the headline on the operator's own shapes, then the spread: geomean and worst config */
 	assert_true(!strncmp(body.buf, "**kernelbot** found a CUDA kernel for `tests/operators/kb_softmax.py` "
-			     "that runs **1.97x faster** than PyTorch eager (geometric mean over 12 configs; "
-			     "1.57x vs torch.compile), verified on 12 configs × 5 seeds.\n\n",
-			     strlen("**kernelbot** found a CUDA kernel")));
-	assert_non_null(strstr(body.buf, "1.57x vs torch.compile), verified on 12 configs × 5 seeds."));
+			     "that runs **1.85x faster** than PyTorch eager on the operator's own shapes "
+			     "(`own(batch_size=16,dim=16384)`). Against torch.compile there: **1.60x**. "
+			     "Over all 12 timed configs: **1.97x** geometric mean; the worst config, "
+			     "`odd(batch_size=17,dim=16401)`, runs at **1.45x**. Verified on 12 configs × 5 "
+			     "seeds.\n\n",
+			     strlen("**kernelbot** found a CUDA kernel for `tests/operators/kb_softmax.py` "
+				    "that runs **1.85x faster** than PyTorch eager on the operator's own shapes "
+				    "(`own(batch_size=16,dim=16384)`). Against torch.compile there: **1.60x**. "
+				    "Over all 12 timed configs: **1.97x** geometric mean; the worst config, "
+				    "`odd(batch_size=17,dim=16401)`, runs at **1.45x**. Verified on 12 configs × 5 "
+				    "seeds.\n\n")));
+	/* nothing slower, twelve configs: no warning */
+	assert_null(strstr(body.buf, "[!WARNING]"));
+	/* the band the figures are promised within: the timings' spread, at least 3% */
+	assert_non_null(strstr(body.buf, "Noise band: **±3.26%** (the timings' 95% confidence, at least 3%)"));
 
 	/* speedup table: header, one row per config, geomean */
 	table_after(body.buf, "### Speedup", &tbl);
@@ -413,8 +440,14 @@ static void test_body_cuda(void **state)
 	/* use and reproduce */
 	assert_non_null(strstr(body.buf, "```python\nfrom kernels.softmax.binding import forward\n\nout = forward(input0)\n```"));
 	assert_non_null(strstr(body.buf, "float32 [16, 16384]"));
+	/* bench prints the table; the same seeds and configs; the verdict and band promised */
 	assert_non_null(strstr(body.buf, "```sh\ngit fetch origin kernelbot/pr-12/kb_softmax && git checkout FETCH_HEAD\n"
-				   "kernelbot verify tests/operators/kb_softmax.py kernels/softmax/kernel.cu --backend cuda\n```"));
+				   "kernelbot bench tests/operators/kb_softmax.py kernels/softmax/kernel.cu --backend cuda "
+				   "--seeds 5 --max-configs 12\n```"));
+	assert_non_null(strstr(body.buf, "prints the same table: the verdict `verified` and every config's "
+				   "speedup within **±3.26%** of the table above"));
+	/* the one config left out, counted in the correctness section, with its reason below */
+	assert_non_null(strstr(body.buf, "**1 more config was left out** by the verifier"));
 
 	/* search figures */
 	assert_non_null(strstr(body.buf, "| candidates tried | 48 |"));
@@ -452,8 +485,19 @@ static void test_body_cpu(void **state)
 	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
 	dump("pr_body_cpu.md", body.buf);
 	assert_non_null(strstr(body.buf, "**kernelbot** found no kernel faster than PyTorch eager for "
-				   "`tests/operators/kb_softmax.py`: the best verified CPU kernel runs at **0.40x**"));
+				   "`tests/operators/kb_softmax.py`: the best verified CPU kernel runs at **0.42x** "
+				   "on the operator's own shapes (`own(batch_size=16,dim=16384)`)."));
+	assert_non_null(strstr(body.buf, "the worst config, `double:batch_size(batch_size=32,dim=16384)`, "
+				   "runs at **0.07x**."));
 	assert_non_null(strstr(body.buf, "merging it would not speed the operator up"));
+	/* the slower configs, named, beyond a band wide for these noisy timings */
+	assert_non_null(strstr(body.buf, "> [!WARNING]\n> **Slower than PyTorch eager on 9 of 12 configs**, "
+				   "beyond the noise band (±120%): `own(batch_size=16,dim=16384)` at 0.42x, "));
+	assert_non_null(strstr(body.buf, ", … 4 more. Merging it makes the operator slower on those shapes.\n"));
+	/* the fast configs are not named among them */
+	assert_null(strstr(body.buf, "`seven(batch_size=7,dim=7)` at"));
+	assert_null(strstr(body.buf, "Weak evidence"));
+	assert_null(strstr(body.buf, "left out** by the verifier"));
 
 	table_after(body.buf, "### Speedup", &tbl);
 	assert_int_equal(lines_of(tbl.buf), 2 + 12 + 1);
@@ -484,7 +528,8 @@ static void test_body_cpu(void **state)
 				   "binding = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(binding)\n"
 				   "forward = binding.forward\n\nout = forward(input0)\n```"));
 	r.binding_dir = NULL;
-	assert_non_null(strstr(body.buf, "kernelbot verify tests/operators/kb_softmax.py tests/kernels/cpu/ok_softmax.cpp --backend cpu"));
+	assert_non_null(strstr(body.buf, "kernelbot bench tests/operators/kb_softmax.py tests/kernels/cpu/ok_softmax.cpp "
+				   "--backend cpu --seeds 5 --max-configs 12\n"));
 	/* no dropped configs nor notes: two details blocks */
 	assert_int_equal(count(body.buf, "<details>"), 2);
 	assert_int_equal(count(body.buf, "</details>"), 2);
@@ -584,6 +629,251 @@ static void test_body_flags(void **state)
 	assert_true(!strncmp(body.buf, "**kernelbot** found no verified CUDA kernel for `tests/operators/kb_softmax.py`", 70));
 	assert_non_null(strstr(body.buf, "Checked on **12 configs × 5 seeds**"));
 	strbuf_release(&body);
+	cJSON_Delete(ev);
+}
+
+/* --- the headline policy (bot/report/HEADLINE.md) --- */
+
+static void progress_job(struct kb_progress_job *j, enum kb_stage stage);
+
+/* A config of kind with speedup s over eager; ci_k / ci_e < 0: no ci_rel. */
+static cJSON *timed_config(const char *name, const char *kind, double s, double ci_k, double ci_e)
+{
+	cJSON *c = cJSON_CreateObject(), *t, *k, *e;
+
+	cJSON_AddStringToObject(c, "name", name);
+	cJSON_AddStringToObject(c, "kind", kind);
+	t = cJSON_AddObjectToObject(c, "timing");
+	k = cJSON_AddObjectToObject(t, "kernel");
+	e = cJSON_AddObjectToObject(t, "eager");
+	cJSON_AddNumberToObject(k, "median_ms", 1.0);
+	cJSON_AddNumberToObject(e, "median_ms", s);
+	if (ci_k >= 0)
+		cJSON_AddNumberToObject(k, "ci_rel", ci_k);
+	if (ci_e >= 0)
+		cJSON_AddNumberToObject(e, "ci_rel", ci_e);
+	cJSON_AddNumberToObject(t, "speedup_eager", s);
+	return c;
+}
+
+static void test_headline_figures(void **state)
+{
+	cJSON *ev = cJSON_CreateObject(), *configs, *c;
+	struct kb_headline h;
+
+	cJSON_AddStringToObject(ev, "verdict", "verified");
+	configs = cJSON_AddArrayToObject(ev, "configs");
+	/* own: 0.96x within its band of 2% + 3% (ci_rel added): not slower */
+	cJSON_AddItemToArray(configs, timed_config("own(n=64)", "own", 0.96, 0.02, 0.03));
+	/* a scaled one at 0.90x with the 3% floor: slower, and the worst */
+	cJSON_AddItemToArray(configs, timed_config("double(n=128)", "double", 0.90, -1, -1));
+	/* fast elsewhere: not in the headline */
+	cJSON_AddItemToArray(configs, timed_config("seven(n=7)", "seven", 4.0, -1, -1));
+	kb_headline_of(&h, ev, 0);
+	assert_true(h.verified);
+	assert_int_equal(h.configs, 3);
+	assert_int_equal(h.timed, 3);
+	assert_int_equal(h.own_configs, 1);
+	assert_true(fabs(h.speedup - 0.96) < 1e-9);
+	assert_true(fabs(h.geomean - cbrt(0.96 * 0.90 * 4.0)) < 1e-9);
+	assert_string_equal(cJSON_GetObjectItem(h.worst, "name")->valuestring, "double(n=128)");
+	assert_true(fabs(h.band - 0.05) < 1e-9);
+	assert_int_equal(h.slower, 1);
+	assert_false(h.weak);
+	assert_false(kb_headline_config_slower(&h, cJSON_GetArrayItem(configs, 0)));
+	assert_true(kb_headline_config_slower(&h, cJSON_GetArrayItem(configs, 1)));
+
+	/* [report] slower_configs: flag proposes it (the title says so), refuse does not, and says why */
+	{
+		struct strbuf why = STRBUF_INIT;
+
+		assert_true(kb_headline_propose(&h, 0, KB_SLOWER_FLAG, &why));
+		assert_int_equal(why.len, 0);
+		assert_false(kb_headline_propose(&h, 0, KB_SLOWER_REFUSE, &why));
+		assert_string_equal(why.buf, "No pull request: the best verified kernel is slower than eager "
+				    "beyond the noise band (±5%) on 1 of 3 configs, and [report] "
+				    "slower_configs is refuse.\n");
+		strbuf_reset(&why);
+		/* [bot] min_speedup is held against the headline (0.96x), not the geomean (1.51x) */
+		assert_false(kb_headline_propose(&h, 1.0, KB_SLOWER_FLAG, &why));
+		assert_string_equal(why.buf, "No pull request: the best verified kernel (0.96x) is below "
+				    "the bot's threshold (1.00x).\n");
+		strbuf_release(&why);
+	}
+
+	/* a wider floor takes the slower one back into the noise */
+	kb_headline_of(&h, ev, 0.12);
+	assert_int_equal(h.slower, 0);
+	assert_true(fabs(h.band - 0.12) < 1e-9);
+
+	/* too few samples for a ci_rel: the IQR's normal approximation, 1.82 IQR / median / sqrt(n) */
+	c = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(configs, 1), "timing"), "kernel");
+	cJSON_AddNumberToObject(c, "iqr_ms", 0.2);
+	cJSON_AddNumberToObject(c, "samples", 4);
+	assert_true(fabs(kb_headline_config_band(cJSON_GetObjectItem(cJSON_GetArrayItem(configs, 1), "timing"), 0)
+			 - 0.182) < 1e-9);
+	kb_headline_of(&h, ev, 0);
+	assert_int_equal(h.slower, 0);  /* 0.90 x 1.182 >= 1: within the noise */
+	/* many samples: the same spread is a precise median */
+	cJSON_ReplaceItemInObject(c, "samples", cJSON_CreateNumber(400));
+	kb_headline_of(&h, ev, 0);
+	assert_int_equal(h.slower, 1);
+
+	/* one config: weak evidence; a robust-kbench task's own configs count as own */
+	cJSON_DeleteItemFromArray(configs, 2);
+	cJSON_DeleteItemFromArray(configs, 1);
+	cJSON_ReplaceItemInObject(cJSON_GetArrayItem(configs, 0), "kind", cJSON_CreateString("rk"));
+	kb_headline_of(&h, ev, 0);
+	assert_true(h.weak);
+	assert_int_equal(h.own_configs, 1);
+	kb_headline_of(&h, NULL, 0);
+	assert_false(isfinite(h.speedup));
+	assert_int_equal(h.timed, 0);
+	cJSON_Delete(ev);
+}
+
+/* The CUDA evidence cut to its first config, with the 11 others left out. */
+static cJSON *one_config_evidence(void)
+{
+	cJSON *ev = load_evidence("pr_evidence_cuda.json");
+	cJSON *configs = cJSON_GetObjectItem(ev, "configs"), *dropped = cJSON_CreateArray();
+
+	while (cJSON_GetArraySize(configs) > 1) {
+		cJSON *c = cJSON_DetachItemFromArray(configs, 1), *d = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(d, "name", cJSON_GetObjectItem(c, "name")->valuestring);
+		cJSON_AddStringToObject(d, "kind", cJSON_GetObjectItem(c, "kind")->valuestring);
+		cJSON_AddItemToObject(d, "params", cJSON_Duplicate(cJSON_GetObjectItem(c, "params"), true));
+		cJSON_AddStringToObject(d, "reason", "estimated tensor size above max_numel 4194304");
+		cJSON_AddItemToArray(dropped, d);
+		cJSON_Delete(c);
+	}
+	cJSON_ReplaceItemInObject(ev, "dropped_configs", dropped);
+	cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "summary"), "configs"), 1);
+	return ev;
+}
+
+/* Coverage stated exactly: the single config flagged, every config left out named with its reason. */
+static void test_body_coverage(void **state)
+{
+	cJSON *ev = one_config_evidence(), *d;
+	struct kb_pr_report r;
+	struct strbuf body = STRBUF_INIT, want = STRBUF_INIT, full = STRBUF_INIT;
+	struct kb_md_limits lim = { 0, 0 };
+	size_t chars;
+
+	cuda_report(&r, ev);
+	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
+	dump("pr_body_coverage.md", body.buf);
+	assert_non_null(strstr(body.buf, "> [!WARNING]\n> **Weak evidence**: the kernel was verified on a single config"));
+	assert_non_null(strstr(body.buf, "Verified on **1 config × 5 seeds**"));
+	assert_non_null(strstr(body.buf, "**11 more configs were left out** by the verifier; each is listed "
+				   "with the reason under \"Configs left out\"."));
+	assert_non_null(strstr(body.buf, "<details><summary>Configs left out (11)</summary>"));
+	cJSON_ArrayForEach(d, cJSON_GetObjectItem(ev, "dropped_configs")) {
+		strbuf_reset(&want);
+		strbuf_addf(&want, "| `%s` | ", cJSON_GetObjectItem(d, "name")->valuestring);
+		kb_md_escape(&want, cJSON_GetObjectItem(d, "kind")->valuestring);
+		strbuf_addstr(&want, " | estimated tensor size above max\\_numel 4194304 |");
+		assert_non_null(strstr(body.buf, want.buf));
+	}
+	/* one timed config: no spread sentence (it would name the same config twice) */
+	assert_null(strstr(body.buf, "the worst config"));
+	assert_non_null(strstr(body.buf, "--seeds 5 --max-configs 1\n"));
+
+	/* the configs left out are the last details block to go for size */
+	strbuf_add(&full, body.buf, body.len);
+	chars = kb_utf8_chars(full.buf, full.len);
+	for (lim.max_chars = chars; lim.max_chars > 1000; lim.max_chars -= 50) {
+		assert_int_equal(kb_pr_body(&body, &r, &lim), 0);
+		if (!strstr(body.buf, "Configs left out ("))
+			break;
+	}
+	assert_null(strstr(body.buf, "Configs left out ("));
+	assert_null(strstr(body.buf, "Per-config errors"));
+	assert_null(strstr(body.buf, "Timing details"));
+	assert_null(strstr(body.buf, "```mermaid"));
+	assert_non_null(strstr(body.buf, "configs left out"));  /* the size note names it */
+	/* the count stays in the text, and it says where the list went */
+	assert_non_null(strstr(body.buf, "**11 more configs were left out**"));
+
+	/* report.md too: the same warning, every config left out with its reason */
+	{
+		struct kb_run_report rr;
+
+		memset(&rr, 0, sizeof(rr));
+		rr.operator_path = "ops/kb_softmax.py";
+		rr.operator_name = "kb_softmax";
+		rr.out_dir = "out";
+		rr.kernel_file = "kernel.cu";
+		rr.backend = "cuda";
+		rr.seeds = 5;
+		rr.evidence = ev;
+		rr.found_by_md = "Found by the LLM search";
+		strbuf_reset(&body);
+		kb_run_report_markdown(&body, &rr);
+		dump("report_coverage.md", body.buf);
+		assert_non_null(strstr(body.buf, "1 config x 5 seeds passed every check in a fresh process; "
+					   "11 more configs were left out by the verifier (see \"Configs left out\")."));
+		assert_non_null(strstr(body.buf, "**Weak evidence**"));
+		assert_non_null(strstr(body.buf, "\n## Configs left out\n\n| config | kind | why it was left out |\n"));
+		assert_non_null(strstr(body.buf, "| `seven(batch_size=7,dim=7)` | seven | estimated tensor size above "
+					   "max\\_numel 4194304 |"));
+		assert_non_null(strstr(body.buf, "kernelbot bench ops/kb_softmax.py out/kernel.cu --backend cuda "
+					   "--seeds 5 --max-configs 1\n"));
+	}
+	strbuf_release(&body);
+	strbuf_release(&want);
+	strbuf_release(&full);
+	cJSON_Delete(ev);
+}
+
+/* Screening figures during the search; the final re-check in the pull request, both when they differ. */
+static void test_screening_and_final(void **state)
+{
+	cJSON *ev = load_evidence("pr_evidence_cuda.json");
+	struct kb_pr_report r;
+	struct strbuf body = STRBUF_INIT, out = STRBUF_INIT;
+	struct kb_progress p;
+	struct kb_progress_job j;
+
+	cuda_report(&r, ev);
+	r.screening_speedup = 2.20;  /* the comments said 2.20x; the final geomean is 1.97x */
+	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
+	dump("pr_body_screening.md", body.buf);
+	assert_non_null(strstr(body.buf, "**Screening and final figures differ.** While the search ran, this "
+				   "kernel measured **2.20x** (geometric mean over its configs: the figure the "
+				   "comments on the labelled pull request showed); the final re-check in a fresh process measures "
+				   "**1.97x** on the same measure, and this pull request reports the final re-check."));
+	assert_non_null(strstr(body.buf, "the search keeps the best of many noisy figures"));
+	/* within the band (±3.26%): the same figure, nothing to explain */
+	r.screening_speedup = 2.00;
+	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
+	assert_null(strstr(body.buf, "Screening and final"));
+	r.screening_speedup = 0;
+	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
+	assert_null(strstr(body.buf, "Screening and final"));
+
+	/* the progress comment of a running job says its figure is a screening one */
+	progress_job(&j, KB_STAGE_TUNING);
+	memset(&p, 0, sizeof(p));
+	p.pr_number = 12;
+	p.jobs = &j;
+	p.nr = 1;
+	assert_int_equal(kb_progress_comment(&out, &p), 0);
+	assert_non_null(strstr(out.buf, "Best speedups of running jobs are screening figures"));
+	assert_non_null(strstr(out.buf, "The pull request's number comes from a fresh re-check"));
+	/* done: the figure is the final headline, no such note */
+	progress_job(&j, KB_STAGE_DONE);
+	assert_int_equal(kb_progress_comment(&out, &p), 0);
+	assert_null(strstr(out.buf, "screening figures"));
+	/* the check run while searching */
+	progress_job(&j, KB_STAGE_TUNING);
+	assert_int_equal(kb_check_render(&out, &body, &j, NULL, ev), 0);
+	assert_non_null(strstr(body.buf, "best **1.42x** vs eager (a screening figure; the final one comes "
+				   "from a fresh re-check)"));
+	strbuf_release(&body);
+	strbuf_release(&out);
 	cJSON_Delete(ev);
 }
 
@@ -1073,8 +1363,11 @@ static void test_review(void **state)
 	assert_int_equal(kb_review_body(&out, &r), 0);
 	dump("review.md", out.buf);
 	assert_true(!strncmp(out.buf, "**kernelbot**: new best kernel for `ops/softmax.py`: **1.20x → 1.85x** vs PyTorch eager "
-			     "(geometric mean over 12 configs; verified on 12 configs × 5 seeds).\n\n", 80));
-	assert_non_null(strstr(out.buf, "**1.20x → 1.85x** vs PyTorch eager (geometric mean over 12 configs; verified on 12 configs × 5 seeds)."));
+			     "(screening figure: geometric mean over 12 configs; verified on 12 configs × 5 seeds).\n\n", 80));
+	assert_non_null(strstr(out.buf, "**1.20x → 1.85x** vs PyTorch eager (screening figure: geometric mean over 12 configs; "
+				  "verified on 12 configs × 5 seeds)."));
+	/* a screening figure, and the comment says where the pull request's number comes from */
+	assert_non_null(strstr(out.buf, "The pull request's number comes from a fresh re-check of the final kernel"));
 	assert_non_null(strstr(out.buf, "<details><summary>Kernel excerpt (first 80 of 200 lines): kernels/softmax/kernel.cu</summary>\n\n```cuda\n"
 				  "__global__ void k0(float *x)"));
 	assert_non_null(strstr(out.buf, "k79(float"));
@@ -1125,7 +1418,7 @@ static void test_status_and_check(void **state)
 	}
 	progress_job(&j, KB_STAGE_TUNING);
 	kb_status_description(&d, &j);
-	assert_string_equal(d.buf, "softmax: tuning 3/8, best 1.42x, 17 candidates, 4m 12s");
+	assert_string_equal(d.buf, "softmax: tuning 3/8, best 1.42x (screening), 17 candidates, 4m 12s");
 	progress_job(&j, KB_STAGE_DONE);
 	j.best_speedup = 2.31;
 	kb_status_description(&d, &j);
@@ -1134,6 +1427,13 @@ static void test_status_and_check(void **state)
 	j.best_speedup = 0.4;
 	kb_status_description(&d, &j);
 	assert_string_equal(d.buf, "softmax: no faster kernel found (best 0.40x), PR #34");
+	assert_false(kb_stage_faster(&j));
+	/* a headline above 1 with a config slower than eager: the first words say so, not "faster" */
+	j.best_speedup = 1.43;
+	j.slower_configs = 1;
+	j.timed_configs = 12;
+	kb_status_description(&d, &j);
+	assert_string_equal(d.buf, "softmax: slower than eager on 1 of 12 configs; headline 1.43x, PR #34");
 	assert_false(kb_stage_faster(&j));
 
 	/* a long multi-byte error: at most 140 characters and bytes, valid UTF-8 */
@@ -1151,11 +1451,13 @@ static void test_status_and_check(void **state)
 	/* check run: title is the description, summary has the table */
 	ev = load_evidence("pr_evidence_cuda.json");
 	progress_job(&j, KB_STAGE_DONE);
-	j.best_speedup = 1.9678;
+	j.best_speedup = 1.8534;
 	assert_int_equal(kb_check_render(&title, &summary, &j, "0123456789abcdef", ev), 0);
 	dump("check_summary.md", summary.buf);
-	assert_string_equal(title.buf, "softmax: 1.97x faster than eager, PR #34");
-	assert_non_null(strstr(summary.buf, "**kernelbot** finished `ops/softmax.py` at `0123456789ab`: done, best **1.97x** vs eager, 17 candidates, 4m 12s."));
+	assert_string_equal(title.buf, "softmax: 1.85x faster than eager, PR #34");
+	assert_non_null(strstr(summary.buf, "**kernelbot** finished `ops/softmax.py` at `0123456789ab`: done, best **1.85x** "
+				  "vs eager on the operator's own shapes, 17 candidates, 4m 12s."));
+	assert_null(strstr(summary.buf, "[!WARNING]"));
 	assert_non_null(strstr(summary.buf, "[The kernelbot pull request](https://github.com/octo/models/pull/34)"));
 	assert_non_null(strstr(summary.buf, "| config | eager ms | torch.compile ms | kernel ms | speedup | roofline share |"));
 	cJSON_Delete(ev);
@@ -1191,6 +1493,9 @@ int main(void)
 		cmocka_unit_test(test_body_cpu),
 		cmocka_unit_test(test_body_hostile_names),
 		cmocka_unit_test(test_body_flags),
+		cmocka_unit_test(test_headline_figures),
+		cmocka_unit_test(test_body_coverage),
+		cmocka_unit_test(test_screening_and_final),
 		cmocka_unit_test(test_marker_roundtrip),
 		cmocka_unit_test(test_body_hash),
 		cmocka_unit_test(test_body_huge),

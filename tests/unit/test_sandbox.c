@@ -13,6 +13,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -99,7 +100,7 @@ static int run_in(struct fixture *f, const char *script, struct strbuf *out)
 	return code;
 }
 
-#define NEED_BWRAP() do { if (!have_bwrap()) skip(); \
+#define NEED_BWRAP() do { if (!have_bwrap()) KB_SKIP("no working bubblewrap (bwrap missing or user namespaces off)"); \
 	assert_int_equal(kb_sandbox_setup(&f->sb, &f->cfg), 0); } while (0)
 
 static void test_identity_and_view(void **state)

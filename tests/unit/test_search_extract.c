@@ -7,6 +7,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 static struct strbuf out = STRBUF_INIT, why = STRBUF_INIT;
 
@@ -352,7 +353,7 @@ static void test_tparams_render(void **state)
 	cp.timeout_ms = 30000;
 	if (run_command(&cp) < 0 || cp.exit_code == 127) {
 		kb_rm_rf(dir);
-		skip();
+		KB_SKIP("no C preprocessor (cc) on this machine");
 	}
 	if (cp.exit_code)
 		fprintf(stderr, "%s\n", cp.err.buf);

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "cli/runs_db.h"
 #include "core/log.h"
 #include "core/state.h"
 #include "core/state_priv.h"
@@ -7,10 +8,12 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -989,7 +992,7 @@ static void test_status_command(void **ctx)
 	int64_t repo, a;
 
 	if (!bin || access(bin, X_OK))
-		skip();
+		KB_SKIP("no kernelbot binary (KB_BIN unset or not built)");
 	strbuf_addf(&cfg, "%s/config.ini", f->dir);
 	strbuf_addf(&out, "[core]\nstate_dir = %s\n", f->state_dir);
 	assert_int_equal(kb_write_file_atomic(cfg.buf, out.buf, out.len), 0);
@@ -1055,6 +1058,72 @@ static void test_status_command(void **ctx)
 	strbuf_release(&dbp);
 }
 
+/* Every `kernelbot run` is a row that status lists beside the jobs; a dead one shows as died. */
+static void test_status_lists_runs(void **ctx)
+{
+	struct fixture *f = *ctx;
+	const char *bin = getenv("KB_BIN");
+	struct strbuf cfg = STRBUF_INIT, cmd = STRBUF_INIT, out = STRBUF_INIT;
+	struct kb_state *st = NULL;
+	struct kb_run_row row = { .operator_path = (char *)"ops/relu.py", .backend = (char *)"cpu",
+				  .pass = (char *)"forward", .job_id = 77 };
+	int64_t done_id, live_id, dead_id;
+	pid_t dead;
+	cJSON *json;
+	int nr_runs = 0;
+
+	if (!bin || access(bin, X_OK))
+		KB_SKIP("no kernelbot binary (KB_BIN unset or not built)");
+	assert_int_equal(kb_state_open(&st, f->state_dir), 0);
+	row.pid = getpid();
+	assert_int_equal(kb_runs_db_start(st, &row, &done_id), 0);
+	assert_int_equal(kb_runs_db_stage(st, done_id, "time 2/2", 1.5), 0);
+	assert_int_equal(kb_runs_db_stage(st, done_id, "final check", NAN), 0); /* keeps 1.5 */
+	assert_int_equal(kb_runs_db_finish(st, done_id, "done", NULL), 0);
+	assert_int_equal(kb_runs_db_start(st, &row, &live_id), 0);
+	assert_int_equal(kb_runs_db_stage(st, live_id, "verify 3/8", NAN), 0);
+	/* a process that exited without ending its run */
+	dead = fork();
+	assert_true(dead >= 0);
+	if (!dead)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	row.pid = dead;
+	row.operator_path = (char *)"ops/dead.py";
+	assert_int_equal(kb_runs_db_start(st, &row, &dead_id), 0);
+	kb_state_close(st);
+
+	strbuf_addf(&cfg, "%s/config.ini", f->dir);
+	strbuf_addf(&out, "[core]\nstate_dir = %s\n", f->state_dir);
+	assert_int_equal(kb_write_file_atomic(cfg.buf, out.buf, out.len), 0);
+	strbuf_addf(&cmd, "'%s' status -c '%s' 2>&1", bin, cfg.buf);
+	assert_int_equal(run_capture(cmd.buf, &out), 0);
+	assert_non_null(strstr(out.buf, "no jobs\n\nrun  job  operator"));
+	assert_non_null(strstr(out.buf, "final check  1.50x"));
+	assert_non_null(strstr(out.buf, "running  verify 3/8"));
+	assert_non_null(strstr(out.buf, "ops/dead.py  cpu      died"));
+	/* the job id 77 names no job: recorded as none */
+	assert_null(strstr(out.buf, "77"));
+
+	strbuf_reset(&cmd);
+	strbuf_addf(&cmd, "'%s' status -c '%s' --json --state running", bin, cfg.buf);
+	assert_int_equal(run_capture(cmd.buf, &out), 0);
+	json = cJSON_Parse(out.buf);
+	assert_true(cJSON_IsArray(json));
+	for (int i = 0; i < cJSON_GetArraySize(json); i++) {
+		const cJSON *item = cJSON_GetArrayItem(json, i);
+
+		assert_string_equal(cJSON_GetObjectItem(item, "kind")->valuestring, "run");
+		assert_string_equal(cJSON_GetObjectItem(item, "stage")->valuestring, "verify 3/8");
+		nr_runs++;
+	}
+	assert_int_equal(nr_runs, 1);
+	cJSON_Delete(json);
+	strbuf_release(&cfg);
+	strbuf_release(&cmd);
+	strbuf_release(&out);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -1077,6 +1146,7 @@ int main(void)
 		T(test_two_processes),
 		T(test_damaged_file_refused),
 		T(test_status_command),
+		T(test_status_lists_runs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

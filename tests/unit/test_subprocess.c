@@ -16,6 +16,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /* --- helpers --- */
 
@@ -939,7 +940,7 @@ static void test_kill_tree_on_timeout(void **state)
 	int n;
 
 	if (!have_perl())
-		skip();
+		KB_SKIP("no perl (the test's child is a perl one-liner)");
 	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
 	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
 	cp.dir = dir;
@@ -962,7 +963,7 @@ static void test_kill_tree_of_persistent_child(void **state)
 	int n;
 
 	if (!have_perl())
-		skip();
+		KB_SKIP("no perl (the test's child is a perl one-liner)");
 	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
 	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
 	cp.dir = dir;
@@ -987,7 +988,7 @@ static void test_kill_tree_on_stop(void **state)
 	int n;
 
 	if (!have_perl())
-		skip();
+		KB_SKIP("no perl (the test's child is a perl one-liner)");
 	kb_reset_stop();
 	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
 	strvec_pushl(&cp.args, "sh", "build.sh", NULL);
@@ -1015,7 +1016,7 @@ static void test_kill_tree_after_exit(void **state)
 	int n;
 
 	if (!have_perl())
-		skip();
+		KB_SKIP("no perl (the test's child is a perl one-liner)");
 	fake_build_dir(dir, sizeof(dir), pidfile, sizeof(pidfile));
 	strvec_pushl(&cp.args, "sh", "-c",
 		     "sh build.sh </dev/null >/dev/null 2>&1 &\n"
@@ -1106,7 +1107,7 @@ static void test_stopped_torch_extension_build_leaves_nothing(void **state)
 
 	if (!top || !bin || access(bin, X_OK) || !python_with_torch_and_ninja(top, &py)) {
 		strbuf_release(&py);
-		skip();
+		KB_SKIP("needs the kernelbot binary and a python3 with torch and ninja");
 	}
 	make_tmpdir(dir, sizeof(dir));
 	xsnprintf(pidfile, sizeof(pidfile), "%s/pids", dir);

@@ -18,6 +18,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /*
  * The built-in templates, end to end on this machine: every sample
@@ -1533,7 +1534,7 @@ static void test_refusals(void **state)
 	for (int i = 0; i < st->n; i++)
 		n += st->s[i].refuse;
 	if (getenv("KB_TEST_SAMPLES"))
-		skip();
+		KB_SKIP("KB_TEST_SAMPLES picks the samples: the refusal count is not comparable");
 	assert_true(n >= 2);
 }
 
@@ -1581,7 +1582,7 @@ static void test_emu_runs(void **state)
 	bool ok = true;
 
 	if (!st->emulate)
-		skip();
+		KB_SKIP("the CUDA emulation is off under the sanitizers (KB_SANITIZE)");
 	for (int i = 0; i < st->n; i++) {
 		const struct sample *s = &st->s[i];
 
@@ -1609,7 +1610,7 @@ static void test_nvcc_builds(void **state)
 	int n = 0;
 
 	if (!st->have_nvcc)
-		skip();
+		KB_SKIP("no nvcc (CUDA toolkit) on this machine");
 	for (int i = 0; i < st->n; i++) {
 		if (!st->s[i].nvcc_built)
 			continue;
@@ -1755,7 +1756,7 @@ static void test_ref_pointwise_chain(void **state)
 	int nl;
 
 	if (!s)
-		skip();
+		KB_SKIP("its sample is not under tests/templates, or KB_TEST_SAMPLES leaves it out");
 	nl = libs_of(s, libs, cuda);
 	assert_true(nl > 0);
 	for (int l = 0; l < nl; l++) {
@@ -1798,7 +1799,7 @@ static void test_ref_softmax(void **state)
 	int nl;
 
 	if (!s)
-		skip();
+		KB_SKIP("its sample is not under tests/templates, or KB_TEST_SAMPLES leaves it out");
 	nl = libs_of(s, libs, cuda);
 	assert_true(nl > 0);
 	for (int l = 0; l < nl; l++) {
@@ -1839,7 +1840,7 @@ static void test_ref_layernorm(void **state)
 	int nl;
 
 	if (!s)
-		skip();
+		KB_SKIP("its sample is not under tests/templates, or KB_TEST_SAMPLES leaves it out");
 	nl = libs_of(s, libs, cuda);
 	assert_true(nl > 0);
 	for (int l = 0; l < nl; l++) {
@@ -1884,7 +1885,7 @@ static void test_ref_linear_gelu(void **state)
 	int nl;
 
 	if (!s)
-		skip();
+		KB_SKIP("its sample is not under tests/templates, or KB_TEST_SAMPLES leaves it out");
 	nl = libs_of(s, libs, cuda);
 	assert_true(nl > 0);
 	for (int l = 0; l < nl; l++) {

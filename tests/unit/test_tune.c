@@ -15,6 +15,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include "skip.h"
 
 /*
  * The pure parts of the autotuner and of `kernelbot run`'s output: the
@@ -518,8 +519,14 @@ static void test_report_markdown(void **state)
 	kb_run_report_markdown(&md, &r);
 	assert_non_null(strstr(md.buf, "# kernelbot: softmax\n"));
 	assert_non_null(strstr(md.buf, "**Verified**"));
-	assert_non_null(strstr(md.buf, "**2.00x** faster than torch eager (geometric mean over 2 configs)"));
-	assert_non_null(strstr(md.buf, "2 configs x 5 seeds passed every check in a fresh process"));
+	/* the headline: the operator's own shapes; then the geomean and the worst config */
+	assert_non_null(strstr(md.buf, "**4.00x** faster than torch eager on the operator's own shapes "
+				  "(`own(batch_size=128,dim=128)`)"));
+	assert_non_null(strstr(md.buf, "2 configs x 5 seeds passed every check in a fresh process.\n"));
+	assert_non_null(strstr(md.buf, "Over all 2 timed configs: **2.00x** geometric mean; the worst config, "
+				  "`odd\\|pipe`, runs at **1.00x**."));
+	assert_null(strstr(md.buf, "[!WARNING]"));
+	assert_null(strstr(md.buf, "Configs left out"));
 	/* the speedup table, one row per config and the geomean */
 	assert_non_null(strstr(md.buf, "| config | eager | torch.compile | kernel | speedup | roofline share |"));
 	assert_non_null(strstr(md.buf, "| `own(batch_size=128,dim=128)` | 0.05 ms | n/a | 0.0125 ms | 4.00x | 25% bw |"));
@@ -536,6 +543,9 @@ static void test_report_markdown(void **state)
 	assert_non_null(strstr(md.buf, "| torch | 1.13.0 |"));
 	assert_non_null(strstr(md.buf, "kernelbot verify examples/kernelbench/softmax.py out/softmax/kernel.cpp\n"));
 	assert_non_null(strstr(md.buf, "kernelbot run examples/kernelbench/softmax.py --backend cpu --out out/softmax\n"));
+	/* the command that prints the same table: same seeds, same configs */
+	assert_non_null(strstr(md.buf, "kernelbot bench examples/kernelbench/softmax.py out/softmax/kernel.cpp "
+				  "--backend cpu --seeds 5 --max-configs 2\n"));
 	assert_null(strstr(md.buf, "(no timings"));
 
 	/* cached: says so, and where the verdict came from */
@@ -733,7 +743,7 @@ static void test_write_dir(void **state)
 	if (!kb_is_file("/usr/include/dlpack/dlpack.h") && !kb_is_file("/usr/local/include/dlpack/dlpack.h")) {
 		kb_rm_rf(dir);
 		free(dir);
-		skip();
+		KB_SKIP("no dlpack/dlpack.h (libdlpack-dev)");
 	}
 	assert_int_equal(kb_run_write_dir(&o), 0);
 	/* twice: an earlier run's directory is replaced */
@@ -809,7 +819,7 @@ static void test_binding_compiles_cuda(void **state)
 	if (access("/usr/local/cuda/bin/nvcc", X_OK) && access("/usr/bin/nvcc", X_OK)) {
 		cJSON_Delete(ev);
 		cJSON_Delete(kj);
-		skip();
+		KB_SKIP("no nvcc (CUDA toolkit) on this machine");
 	}
 	strbuf_addf(&sb, "%s/tests/templates/row_softmax.json", top);
 	assert_true(strbuf_read_file(&src, sb.buf, 0) >= 0);

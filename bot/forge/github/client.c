@@ -223,6 +223,35 @@ static void take_reply(struct gh *gh, struct gh_http_resp *resp, const char *url
 	}
 }
 
+/* Could the server have carried the request out although no usable reply came? */
+static bool maybe_done(const struct gh_http_resp *resp)
+{
+	return resp->transport == GH_T_RETRY || (resp->transport == GH_T_OK && resp->status >= 500);
+}
+
+/*
+ * Before a create is sent again (or given up) after a reply that may have
+ * been lost: was it made? GH_FOUND; 0 when it was not (go on); -1 when
+ * that cannot be told, for a retry could then make a second one.
+ */
+static int look_for_lost(struct gh *gh, const struct gh_req *req, const struct gh_http_resp *resp)
+{
+	int rc;
+
+	if (!req->find || !maybe_done(resp))
+		return 0;
+	rc = req->find(gh, req->find_payload);
+	if (rc > 0) {
+		log_info("github: %s %s: the reply was lost, but it was made; not sent again",
+			 req->method, req->path);
+		return GH_FOUND;
+	}
+	if (rc < 0)
+		return error("github: %s %s: the reply was lost and whether it was made cannot be "
+			     "told; not sent again", req->method, req->path);
+	return 0;
+}
+
 int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 {
 	struct strbuf url = STRBUF_INIT, auth = STRBUF_INIT;
@@ -262,6 +291,7 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 		hreq.url = url.buf;
 		hreq.body = req->body;
 		hreq.headers = &headers;
+		hreq.fresh_connection = req->find != NULL; /* a create: never resent by libcurl */
 		gh->base.stats.requests++;
 		gh_http_perform(&gh->http, &hreq, &resp);
 		wipe_headers(&headers);
@@ -298,11 +328,18 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 			gh->base.stats.retries++;
 			if ((rc = gh_sleep(gh, d.wait_ms, d.reason)))
 				goto out;
+			if ((rc = look_for_lost(gh, req, &resp)))
+				goto out;
 			rc = -1;
 			if (d.rate_limited) /* waited for it already: no second quota wait */
 				gh->rl_remaining = -1;
 			attempt++;
 			continue;
+		}
+		/* out of retries: the last attempt may still have made it */
+		if (d.verdict == GH_FAIL && look_for_lost(gh, req, &resp) == GH_FOUND) {
+			rc = GH_FOUND;
+			goto out;
 		}
 		if (d.verdict == GH_FAIL && resp.transport != GH_T_OK) {
 			error("github: %s %s: %s (%s)", req->method, req->path, d.why, resp.errbuf);

@@ -108,6 +108,16 @@ enum gh_auth {
 	GH_AUTH_NONE
 };
 
+/*
+ * A create whose reply was lost (a timeout or a dropped connection, a
+ * 5xx) may still have been carried out: a blind retry makes a second
+ * comment, review or check run. So before such a retry, and before
+ * giving up after one, gh_send calls find(gh, find_payload), which looks
+ * for what the request would have made (by its marker) and fills the
+ * caller's output: > 0 found, 0 not there, < 0 failed (logged).
+ */
+typedef int (*gh_find_fn)(struct gh *gh, void *payload);
+
 struct gh_req {
 	const char *method;
 	const char *path;          /* "/repos/..." under api_url, or an absolute URL of the same origin */
@@ -115,8 +125,13 @@ struct gh_req {
 	enum gh_auth auth;
 	const char *body;          /* JSON, NULL: none */
 	const char *if_none_match; /* an ETag the caller keeps; the cache is not used then */
+	gh_find_fn find;           /* a create: see gh_find_fn; NULL: retried blindly */
+	void *find_payload;
 };
-#define GH_REQ_INIT { "GET", NULL, NULL, GH_AUTH_REPO, NULL, NULL }
+#define GH_REQ_INIT { "GET", NULL, NULL, GH_AUTH_REPO, NULL, NULL, NULL, NULL }
+
+/* gh_send: a lost reply's create was found by req->find; nothing more was sent. */
+#define GH_FOUND 1
 
 struct gh_reply {
 	long status;
@@ -132,9 +147,12 @@ void gh_reply_release(struct gh_reply *r);
 
 /*
  * Send req with the retry policy. 0 when a final response arrived,
- * whatever its status (the caller looks at rep->status); -1 (logged) when
- * the transfer failed, the body was too big or the retries ran out;
- * KB_ECANCELLED when a stop was requested during a wait.
+ * whatever its status (the caller looks at rep->status); GH_FOUND when
+ * req->find found what a create whose reply was lost had made (rep is
+ * empty, the caller's find output is filled); -1 (logged) when the
+ * transfer failed, the body was too big, the retries ran out or a lost
+ * create could not be looked for; KB_ECANCELLED when a stop was
+ * requested during a wait.
  */
 int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep);
 /*
@@ -213,7 +231,7 @@ int gh_list_comments(struct kb_forge *f, struct kb_forge_comment_list *out, cons
 int gh_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_list *out,
 			  bool *not_modified, struct strbuf *etag, const char *repo, int64_t since);
 int gh_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t issue,
-		    const char *body);
+		    const char *body, const char *marker);
 int gh_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id, const char *body);
 int gh_post_review(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t number,
 		   const struct kb_forge_review *review);
@@ -225,6 +243,14 @@ int gh_add_labels(struct kb_forge *f, const char *repo, int64_t issue,
 int gh_remove_label(struct kb_forge *f, const char *repo, int64_t issue, const char *label);
 int gh_git_remote(struct kb_forge *f, struct kb_forge_remote *out, const char *repo);
 int gh_whoami(struct kb_forge *f, char **login_out);
+
+/*
+ * For a gh_find_fn: among the items of the list at path (every page),
+ * the newest made by the bot whose body holds marker (NULL: whose body is
+ * body, '\r' aside); its id in *id_out. 1 found, 0 not, -1 (ops_issues.c).
+ */
+int gh_find_made(struct gh *gh, int64_t *id_out, const char *repo, const char *path,
+		 const char *marker, const char *body);
 
 /* Fill a kb_forge_pr from a pulls API object (ops_pulls.c). */
 void gh_pr_from_json(struct kb_forge_pr *out, const cJSON *o);

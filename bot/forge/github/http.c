@@ -146,6 +146,8 @@ int gh_http_perform(struct gh_http *h, const struct gh_http_req *req, struct gh_
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, gh_http_header_cb);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
+	if (req->fresh_connection)
+		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
 
 	if (!strcmp(req->method, "GET")) {
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);

@@ -40,6 +40,12 @@ struct gh_http_req {
 	const char *url;            /* absolute */
 	const char *body;           /* NULL: none */
 	const struct strvec *headers; /* "Name: value" lines */
+	/*
+	 * A connection of its own: libcurl silently sends a request again
+	 * when a reused connection dies before the answer, and a create that
+	 * GitHub already carried out would then be made twice.
+	 */
+	bool fresh_connection;
 };
 
 struct gh_http_resp {

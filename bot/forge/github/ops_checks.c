@@ -51,6 +51,60 @@ int gh_set_status(struct kb_forge *f, const char *repo, const struct kb_forge_st
 	return rc;
 }
 
+/* What a POST of a check run would have made, for gh_req.find. */
+struct lost_check {
+	const char *repo;
+	const struct kb_forge_check *check;
+	int64_t id;
+};
+
+/*
+ * The newest run of that name on that commit with the external id. One
+ * page of 100 (GitHub keeps a name's runs per commit, a handful here).
+ */
+static int find_lost_check(struct gh *gh, void *payload)
+{
+	struct lost_check *l = payload;
+	struct gh_req req = GH_REQ_INIT;
+	struct gh_reply rep;
+	struct strbuf path = STRBUF_INIT;
+	const cJSON *runs, *cr;
+	cJSON *json = NULL;
+	int rc;
+
+	gh_reply_init(&rep);
+	strbuf_addf(&path, "/repos/%s/commits/", l->repo);
+	gh_add_escaped(&path, l->check->head_sha);
+	strbuf_addstr(&path, "/check-runs?check_name=");
+	gh_add_escaped(&path, l->check->name);
+	strbuf_addstr(&path, "&filter=all&per_page=100");
+	req.path = path.buf;
+	req.repo = l->repo;
+	rc = gh_call(gh, &req, &rep);
+	if (rc == KB_ENOTFOUND) { /* no such commit: nothing was made on it */
+		rc = 0;
+		goto out;
+	}
+	if (rc || !(json = gh_reply_json(&req, &rep, cJSON_Object))) {
+		rc = -1;
+		goto out;
+	}
+	runs = cJSON_GetObjectItemCaseSensitive(json, "check_runs");
+	cJSON_ArrayForEach(cr, runs) {
+		const char *ext = gh_jstr(cr, "external_id");
+		int64_t id = gh_jint(cr, "id", 0);
+
+		if (ext && !strcmp(ext, l->check->external_id) && id > l->id)
+			l->id = id;
+	}
+	rc = l->id > 0;
+out:
+	cJSON_Delete(json);
+	gh_reply_release(&rep);
+	strbuf_release(&path);
+	return rc;
+}
+
 int gh_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 		 const struct kb_forge_check *check)
 {
@@ -58,6 +112,7 @@ int gh_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 	struct gh_req req = GH_REQ_INIT;
 	struct gh_reply rep;
 	struct strbuf path = STRBUF_INIT;
+	struct lost_check lost = { repo, check, 0 };
 	cJSON *o, *out, *json = NULL;
 	char *payload;
 	int rc;
@@ -74,6 +129,8 @@ int gh_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 					kb_forge_check_conclusion_name(check->conclusion));
 	if (check->details_url)
 		cJSON_AddStringToObject(o, "details_url", check->details_url);
+	if (check->external_id)
+		cJSON_AddStringToObject(o, "external_id", check->external_id);
 	if (check->title || check->summary) {
 		out = cJSON_AddObjectToObject(o, "output");
 		add_cut(out, "title", check->title ? check->title : check->name, 255);
@@ -90,11 +147,21 @@ int gh_check_run(struct kb_forge *f, int64_t *id_inout, const char *repo,
 	} else {
 		strbuf_addf(&path, "/repos/%s/check-runs", repo);
 		req.method = "POST";
+		if (check->external_id) {
+			req.find = find_lost_check;
+			req.find_payload = &lost;
+		}
 	}
 	req.path = path.buf;
 	req.repo = repo;
 	req.body = payload;
-	if ((rc = gh_send(gh, &req, &rep)))
+	rc = gh_send(gh, &req, &rep);
+	if (rc == GH_FOUND) { /* made, its reply lost */
+		*id_inout = lost.id;
+		rc = 0;
+		goto out;
+	}
+	if (rc)
 		goto out;
 	if (rep.status == 403) {
 		/* "Resource not accessible by personal access token", or an App without checks:write */

@@ -292,9 +292,97 @@ out:
 	return rc;
 }
 
-/* POST or PATCH {"body": body} to path; the reply's id in *id_out. */
+struct made_search {
+	const char *login;  /* NULL: any author (the bot's login is not known) */
+	const char *marker; /* NULL: the whole body */
+	const char *body;
+	int64_t id;
+};
+
+/* Equal but for '\r' (GitHub's web editor turns newlines into CRLF). */
+static bool same_text(const char *a, const char *b)
+{
+	for (;;) {
+		while (*a == '\r')
+			a++;
+		while (*b == '\r')
+			b++;
+		if (*a != *b)
+			return false;
+		if (!*a)
+			return true;
+		a++;
+		b++;
+	}
+}
+
+static int match_made(struct gh *gh, const cJSON *item, void *payload)
+{
+	struct made_search *s = payload;
+	const char *body = gh_jstr(item, "body");
+	const char *login = gh_jstr(gh_jobj(item, "user"), "login");
+	int64_t id = gh_jint(item, "id", 0);
+
+	if (!body || id <= 0 || (s->login && (!login || strcasecmp(login, s->login))))
+		return 0;
+	if (s->marker ? !strstr(body, s->marker) : !same_text(body, s->body))
+		return 0;
+	if (id > s->id) /* the newest: an older twin is not what the lost request made */
+		s->id = id;
+	return 0;
+}
+
+int gh_find_made(struct gh *gh, int64_t *id_out, const char *repo, const char *path,
+		 const char *marker, const char *body)
+{
+	struct gh_req req = GH_REQ_INIT;
+	struct made_search s = { NULL, marker, body, 0 };
+	char *me = NULL;
+	int rc;
+
+	if (gh_whoami(&gh->base, &me))
+		return -1;
+	s.login = me;
+	req.path = path;
+	req.repo = repo;
+	rc = gh_paginate(gh, &req, match_made, &s, NULL, NULL);
+	free(me);
+	if (rc == KB_ENOTFOUND) /* the issue is gone: nothing was made there */
+		return 0;
+	if (rc)
+		return -1;
+	if (!s.id)
+		return 0;
+	*id_out = s.id;
+	return 1;
+}
+
+/* What a POST of a comment would have made, for gh_req.find. */
+struct lost_comment {
+	const char *repo;
+	int64_t issue;
+	const char *marker, *body;
+	int64_t *id_out;
+};
+
+static int find_lost_comment(struct gh *gh, void *payload)
+{
+	struct lost_comment *l = payload;
+	struct strbuf path = STRBUF_INIT;
+	int rc;
+
+	strbuf_addf(&path, "/repos/%s/issues/%" PRId64 "/comments?per_page=100", l->repo, l->issue);
+	rc = gh_find_made(gh, l->id_out, l->repo, path.buf, l->marker, l->body);
+	strbuf_release(&path);
+	return rc;
+}
+
+/*
+ * POST or PATCH {"body": body} to path; the reply's id in *id_out. lost
+ * (a POST's, may be NULL) finds the comment when the reply was lost.
+ */
 static int send_body(struct gh *gh, int64_t *id_out, const char *method, const char *repo,
-		     const char *path, const char *body)
+		     const char *path, const char *body, struct lost_comment *lost)
 {
 	struct gh_req req = GH_REQ_INIT;
 	struct gh_reply rep;
@@ -310,8 +398,14 @@ static int send_body(struct gh *gh, int64_t *id_out, const char *method, const c
 	req.path = path;
 	req.repo = repo;
 	req.body = payload;
+	if (lost) {
+		req.find = find_lost_comment;
+		req.find_payload = lost;
+	}
 	rc = gh_call(gh, &req, &rep);
-	if (!rc && id_out) {
+	if (rc == GH_FOUND) { /* lost->id_out is id_out, filled */
+		rc = 0;
+	} else if (!rc && id_out) {
 		if (!(json = gh_reply_json(&req, &rep, cJSON_Object)) ||
 		    (*id_out = gh_jint(json, "id", 0)) <= 0)
 			rc = json ? error("github: no id in reply to %s '%s'", method, path) : -1;
@@ -323,14 +417,15 @@ static int send_body(struct gh *gh, int64_t *id_out, const char *method, const c
 }
 
 int gh_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t issue,
-		    const char *body)
+		    const char *body, const char *marker)
 {
 	struct strbuf path = STRBUF_INIT;
 	int64_t id = 0;
+	struct lost_comment lost = { repo, issue, marker, body, &id };
 	int rc;
 
 	strbuf_addf(&path, "/repos/%s/issues/%" PRId64 "/comments", repo, issue);
-	rc = send_body(gh_of(f), &id, "POST", repo, path.buf, body);
+	rc = send_body(gh_of(f), &id, "POST", repo, path.buf, body, &lost);
 	if (rc == KB_ENOTFOUND)
 		rc = error("github: no issue '%s#%" PRId64 "' to comment on", repo, issue);
 	if (!rc && id_out)
@@ -345,7 +440,7 @@ int gh_edit_comment(struct kb_forge *f, const char *repo, int64_t comment_id, co
 	int rc;
 
 	strbuf_addf(&path, "/repos/%s/issues/comments/%" PRId64, repo, comment_id);
-	rc = send_body(gh_of(f), NULL, "PATCH", repo, path.buf, body);
+	rc = send_body(gh_of(f), NULL, "PATCH", repo, path.buf, body, NULL);
 	strbuf_release(&path);
 	return rc;
 }

@@ -148,9 +148,32 @@ int gh_find_pr_by_head(struct kb_forge *f, struct kb_forge_pr *out, const char *
 	return rc;
 }
 
+/* What a POST of a pull request would have made, for gh_req.find. */
+struct lost_pr {
+	struct kb_forge *f;
+	struct kb_forge_pr *out;
+	const char *repo, *head;
+};
+
+static int find_lost_pr(struct gh *gh, void *payload)
+{
+	struct lost_pr *l = payload;
+	int rc = gh_find_pr_by_head(l->f, l->out, l->repo, l->head);
+
+	if (rc == KB_ENOTFOUND)
+		return 0;
+	if (rc)
+		return -1;
+	if (l->out->state && !strcmp(l->out->state, "open"))
+		return 1;
+	kb_forge_pr_release(l->out); /* a closed one is older than this request */
+	return 0;
+}
+
 int gh_open_pr(struct kb_forge *f, struct kb_forge_pr *out, const char *repo,
 	       const struct kb_forge_new_pr *spec)
 {
+	struct lost_pr lost = { f, out, repo, spec->head };
 	struct gh *gh = gh_of(f);
 	struct gh_req req = GH_REQ_INIT;
 	struct gh_reply rep;
@@ -172,7 +195,13 @@ int gh_open_pr(struct kb_forge *f, struct kb_forge_pr *out, const char *repo,
 	req.path = path.buf;
 	req.repo = repo;
 	req.body = payload;
+	req.find = find_lost_pr;
+	req.find_payload = &lost;
 	rc = gh_send(gh, &req, &rep);
+	if (rc == GH_FOUND) { /* made, its reply lost: out holds it */
+		rc = 0;
+		goto out;
+	}
 	if (rc)
 		goto out;
 	if (rep.status == 201 || rep.status == 200) {
@@ -230,12 +259,28 @@ int gh_update_pr(struct kb_forge *f, const char *repo, int64_t number, const cha
 	return rc;
 }
 
+/* What a POST of a review (or line comment) would have made, for gh_req.find. */
+struct lost_review {
+	const char *repo, *list_path;
+	const struct kb_forge_review *review;
+	int64_t id;
+};
+
+static int find_lost_review(struct gh *gh, void *payload)
+{
+	struct lost_review *l = payload;
+
+	return gh_find_made(gh, &l->id, l->repo, l->list_path, l->review->marker,
+			    l->review->body);
+}
+
 int gh_post_review(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t number,
 		   const struct kb_forge_review *review)
 {
 	struct gh_req req = GH_REQ_INIT;
 	struct gh_reply rep;
-	struct strbuf path = STRBUF_INIT;
+	struct strbuf path = STRBUF_INIT, list = STRBUF_INIT;
+	struct lost_review lost = { repo, NULL, review, 0 };
 	cJSON *o = cJSON_CreateObject(), *json = NULL;
 	char *payload;
 	int rc;
@@ -254,14 +299,22 @@ int gh_post_review(struct kb_forge *f, int64_t *id_out, const char *repo, int64_
 	payload = gh_jprint(o);
 	cJSON_Delete(o);
 	gh_reply_init(&rep);
+	strbuf_addf(&list, "%s?per_page=100", path.buf); /* the list beside the POST's path */
+	lost.list_path = list.buf;
 	req.method = "POST";
 	req.path = path.buf;
 	req.repo = repo;
 	req.body = payload;
+	req.find = find_lost_review;
+	req.find_payload = &lost;
 	rc = gh_call(gh_of(f), &req, &rep);
 	if (rc == KB_ENOTFOUND)
 		rc = error("github: no pull request '%s#%" PRId64 "' to review", repo, number);
-	if (!rc && id_out) {
+	if (rc == GH_FOUND) {
+		rc = 0;
+		if (id_out)
+			*id_out = lost.id;
+	} else if (!rc && id_out) {
 		if (!(json = gh_reply_json(&req, &rep, cJSON_Object)) ||
 		    (*id_out = gh_jint(json, "id", 0)) <= 0)
 			rc = json ? error("github: no id in reply to '%s'", path.buf) : -1;
@@ -270,5 +323,6 @@ int gh_post_review(struct kb_forge *f, int64_t *id_out, const char *repo, int64_
 	free(payload);
 	gh_reply_release(&rep);
 	strbuf_release(&path);
+	strbuf_release(&list);
 	return rc;
 }

@@ -302,6 +302,19 @@ static void add_event(struct lf *lf, cJSON *pr, const char *event, const char *l
 
 /* --- the operations --- */
 
+/* A poll's ETag: true (counted) when tag is the one the caller holds, else
+ * the caller's becomes tag and the caller takes the new answer. */
+static bool etag_unchanged(struct kb_forge *f, struct strbuf *etag, const char *tag)
+{
+	if (etag->len && !strcmp(etag->buf, tag)) {
+		f->stats.not_modified++;
+		return true;
+	}
+	strbuf_reset(etag);
+	strbuf_addstr(etag, tag);
+	return false;
+}
+
 static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out,
 				bool *not_modified, struct strbuf *etag, const char *repo,
 				const char *label)
@@ -338,15 +351,11 @@ static int lf_list_labelled_prs(struct kb_forge *f, struct kb_forge_pr_list *out
 	}
 	/* the ETag is a hash of what the poll sees: equal means nothing to do */
 	strbuf_addf(&tag, "\"%016" PRIx64 "\"", h);
-	if (etag->len && !strcmp(etag->buf, tag.buf)) {
-		*not_modified = true;
-		f->stats.not_modified++;
-	} else {
+	*not_modified = etag_unchanged(f, etag, tag.buf);
+	if (!*not_modified) {
 		kb_forge_pr_list_release(out);
 		*out = list;
 		memset(&list, 0, sizeof(list));
-		strbuf_reset(etag);
-		strbuf_addstr(etag, tag.buf);
 	}
 	kb_forge_pr_list_release(&list);
 	strbuf_release(&tag);
@@ -673,15 +682,11 @@ static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_lis
 		h = kb_fnv1a64_str(kb_fnv1a64_str(h, buf), list.v[i].body ? list.v[i].body : "");
 	}
 	strbuf_addf(&tag, "\"c%016" PRIx64 "\"", h);
-	if (etag->len && !strcmp(etag->buf, tag.buf)) {
-		*not_modified = true;
-		f->stats.not_modified++;
-	} else {
+	*not_modified = etag_unchanged(f, etag, tag.buf);
+	if (!*not_modified) {
 		kb_forge_comment_list_release(out);
 		*out = list;
 		memset(&list, 0, sizeof(list));
-		strbuf_reset(etag);
-		strbuf_addstr(etag, tag.buf);
 	}
 	kb_forge_comment_list_release(&list);
 	strbuf_release(&tag);
@@ -689,8 +694,9 @@ static int lf_list_repo_comments(struct kb_forge *f, struct kb_forge_comment_lis
 	return 0;
 }
 
+/* marker: unused, a write here either happens under the lock or fails; no reply is lost */
 static int lf_post_comment(struct kb_forge *f, int64_t *id_out, const char *repo, int64_t issue,
-			   const char *body)
+			   const char *body, const char *marker)
 {
 	struct lf *lf = lf_of(f);
 	struct lrepo r;

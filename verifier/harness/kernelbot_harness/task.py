@@ -10,12 +10,51 @@ import hashlib
 import importlib.util
 import os
 import sys
+import sysconfig
+import traceback
 
 import torch
 
 
 class TaskError(Exception):
     """The operator could not be loaded or run: verdict "error"."""
+
+
+_HARNESS_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
+
+
+def _library_dirs():
+    """Python's and the installed packages' folders (torch's among them):
+    frames there are not the operator's own code."""
+    dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.add(os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__))))
+    return tuple(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def where(e):
+    """'op.py:12 in forward': the innermost frame of e's traceback in the
+    operator's own code (not the harness's, Python's or torch's), or the
+    file and line a SyntaxError names; '' when there is none."""
+    found = ""
+    for fs in traceback.extract_tb(e.__traceback__):
+        path = os.path.realpath(fs.filename)
+        if fs.filename.startswith("<") or path.startswith(_HARNESS_DIR) or \
+                path.startswith(_LIBRARY_DIRS):
+            continue
+        found = "%s:%d in %s" % (os.path.basename(fs.filename), fs.lineno, fs.name)
+    if isinstance(e, SyntaxError) and e.filename and e.lineno:
+        found = "%s:%d" % (os.path.basename(e.filename), e.lineno)
+    return found
+
+
+def error_text(e, limit=300):
+    """'ValueError: the message (at op.py:12 in forward)': what operator
+    code raised, and where, so the author need not run it again to find out."""
+    at = where(e)
+    return "%s: %s%s" % (type(e).__name__, str(e)[:limit], " (at %s)" % at if at else "")
 
 
 def import_file(path, tag):
@@ -34,7 +73,7 @@ def import_file(path, tag):
     try:
         spec.loader.exec_module(mod)
     except Exception as e:
-        raise TaskError("could not import '%s': %s: %s" % (path, type(e).__name__, e))
+        raise TaskError("could not import '%s': %s" % (path, error_text(e, 1000)))
     finally:
         sys.path.remove(d)
     return mod

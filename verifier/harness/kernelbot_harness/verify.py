@@ -14,7 +14,7 @@ from kernelbot_harness import inputs as kbh_inputs
 from kernelbot_harness.checks import memory as kbh_memory
 from kernelbot_harness import reference as kbh_reference
 from kernelbot_harness.checks.calls import DeviceFault, early_write_message, stream_fix
-from kernelbot_harness.task import TaskError
+from kernelbot_harness.task import TaskError, error_text
 
 CHECKS = ("kernel_error", "correctness", "nan_mismatch", "unwritten_output",
           "out_of_bounds", "input_mutation", "cached_result", "precision",
@@ -113,7 +113,7 @@ class Verifier:
         try:
             case = self.task.make_case(cfg, seed, dist, init, self.device)
         except Exception as e:  # operator code raising on these inputs
-            raise _RefusedInputs("%s: %s" % (type(e).__name__, str(e)[:300]))
+            raise _RefusedInputs(error_text(e))
         grads = kbh_reference.grad_outputs(cfg.fwd_specs, seed, self.device) \
             if self.backward else []
         names = case.names + ["grad_output%d" % i for i in range(len(grads))]
@@ -133,7 +133,7 @@ class Verifier:
             if self.device.type == "cuda" and "CUDA error" in str(e):
                 raise DeviceFault("device error in the reference after the kernel "
                                   "call: %s" % str(e)[:500])
-            raise _RefusedInputs("%s: %s" % (type(e).__name__, str(e)[:300]))
+            raise _RefusedInputs(error_text(e))
         kbh_memory.poison_free_memory(self.device)
         r2 = self.caller.call(case, case.args, grads,
                               check_stream=self.device.type == "cuda")
