@@ -56,6 +56,42 @@ const char *kb_evidence_verdict(const cJSON *ev)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+bool kb_evidence_has_check(const cJSON *ev, const char *check)
+{
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(ev, "reasons")) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "check");
+
+		if (cJSON_IsString(c) && !strcmp(c->valuestring, check))
+			return true;
+	}
+	return false;
+}
+
+bool kb_reasons_first(const cJSON *reasons, struct strbuf *out)
+{
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, reasons) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "check");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "message");
+
+		if (cJSON_IsString(c) && !strcmp(c->valuestring, "suspicious_speedup"))
+			continue;
+		strbuf_addf(out, "%s: %s", cJSON_IsString(c) ? c->valuestring : "?",
+			    cJSON_IsString(m) ? m->valuestring : "");
+		return true;
+	}
+	return false;
+}
+
+void kb_evidence_first_reason(const cJSON *ev, struct strbuf *out)
+{
+	if (!kb_reasons_first(cJSON_GetObjectItemCaseSensitive(ev, "reasons"), out))
+		strbuf_addf(out, "verdict '%s'", kb_evidence_verdict(ev));
+}
+
 static void iso_time(int64_t t, char buf[32])
 {
 	time_t tt = (time_t)t;

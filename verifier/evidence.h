@@ -36,6 +36,17 @@ void kb_evidence_add_reason(cJSON *ev, const char *check, int config, int seed, 
 /* The verdict string ("" when missing). */
 const char *kb_evidence_verdict(const cJSON *ev);
 
+/* Whether a reason of ev has this check. */
+bool kb_evidence_has_check(const cJSON *ev, const char *check);
+
+/* Append "<check>: <message>" of ev's first reason that is not the
+ * suspicious_speedup note (a flag, not a cause), else "verdict 'V'". */
+struct strbuf;
+void kb_evidence_first_reason(const cJSON *ev, struct strbuf *out);
+
+/* The same over a reasons array; false (nothing appended) without one. */
+bool kb_reasons_first(const cJSON *reasons, struct strbuf *out);
+
 struct kb_evidence_meta {
 	const char *kernel_path;
 	const char *kernel_sha256;    /* hex, NULL: not known */

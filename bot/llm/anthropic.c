@@ -82,7 +82,7 @@ static void set_error(struct kb_llm_reply *reply, enum kb_llm_status status, con
 int llm_anthropic_parse(const char *body, size_t len, struct kb_llm_reply *reply)
 {
 	cJSON *json = cJSON_ParseWithLength(body, len);
-	const cJSON *type, *content, *usage, *block, *stop;
+	const cJSON *type, *content, *usage, *block;
 	int rc = -1;
 
 	strbuf_reset(&reply->text);
@@ -133,19 +133,7 @@ int llm_anthropic_parse(const char *body, size_t len, struct kb_llm_reply *reply
 		}
 		strbuf_addstr(&reply->text, text->valuestring);
 	}
-	if (llm_is_blank(&reply->text)) {
-		stop = cJSON_GetObjectItemCaseSensitive(json, "stop_reason");
-		strbuf_reset(&reply->text);
-		set_error(reply, KB_LLM_EMPTY, "empty reply");
-		if (cJSON_IsString(stop)) {
-			strbuf_addstr(&reply->error, " (stop_reason '");
-			llm_add_one_line(&reply->error, stop->valuestring, strlen(stop->valuestring), 40);
-			strbuf_addstr(&reply->error, "')");
-		}
-		goto out;
-	}
-	reply->status = KB_LLM_OK;
-	rc = 0;
+	rc = llm_reply_settle(reply, "stop_reason", cJSON_GetObjectItemCaseSensitive(json, "stop_reason"));
 out:
 	cJSON_Delete(json);
 	return rc;

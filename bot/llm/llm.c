@@ -120,6 +120,24 @@ bool llm_is_blank(const struct strbuf *sb)
 	return true;
 }
 
+int llm_reply_settle(struct kb_llm_reply *reply, const char *name, const cJSON *why)
+{
+	if (!llm_is_blank(&reply->text)) {
+		reply->status = KB_LLM_OK;
+		return 0;
+	}
+	strbuf_reset(&reply->text);
+	reply->status = KB_LLM_EMPTY;
+	strbuf_reset(&reply->error);
+	strbuf_addstr(&reply->error, "empty reply");
+	if (cJSON_IsString(why)) {
+		strbuf_addf(&reply->error, " (%s '", name);
+		llm_add_one_line(&reply->error, why->valuestring, strlen(why->valuestring), 40);
+		strbuf_addstr(&reply->error, "')");
+	}
+	return -1;
+}
+
 void llm_add_one_line(struct strbuf *out, const char *s, size_t len, size_t max)
 {
 	bool space = false;

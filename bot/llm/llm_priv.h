@@ -70,5 +70,11 @@ void llm_add_one_line(struct strbuf *out, const char *s, size_t len, size_t max)
 int64_t llm_json_count(const cJSON *obj, const char *name);
 /* True when sb holds only blanks. */
 bool llm_is_blank(const struct strbuf *sb);
+/*
+ * The end of a reply's parse, both shapes: a blank text is KB_LLM_EMPTY
+ * ("empty reply (<name> '<why>')", why being the provider's stop or finish
+ * reason, may be NULL) and -1; else KB_LLM_OK and 0.
+ */
+int llm_reply_settle(struct kb_llm_reply *reply, const char *name, const cJSON *why);
 
 #endif

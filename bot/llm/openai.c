@@ -63,7 +63,7 @@ static int malformed(struct kb_llm_reply *reply, const char *why)
 int llm_openai_parse(const char *body, size_t len, struct kb_llm_reply *reply)
 {
 	cJSON *json = cJSON_ParseWithLength(body, len);
-	const cJSON *choices, *c0, *msg, *content, *usage, *err, *fin;
+	const cJSON *choices, *c0, *msg, *content, *usage, *err;
 	int rc = -1;
 
 	strbuf_reset(&reply->text);
@@ -122,21 +122,7 @@ int llm_openai_parse(const char *body, size_t len, struct kb_llm_reply *reply)
 		malformed(reply, "\"content\" is neither a string nor null");
 		goto out;
 	}
-	if (llm_is_blank(&reply->text)) {
-		fin = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
-		strbuf_reset(&reply->text);
-		reply->status = KB_LLM_EMPTY;
-		strbuf_reset(&reply->error);
-		strbuf_addstr(&reply->error, "empty reply");
-		if (cJSON_IsString(fin)) {
-			strbuf_addstr(&reply->error, " (finish_reason '");
-			llm_add_one_line(&reply->error, fin->valuestring, strlen(fin->valuestring), 40);
-			strbuf_addstr(&reply->error, "')");
-		}
-		goto out;
-	}
-	reply->status = KB_LLM_OK;
-	rc = 0;
+	rc = llm_reply_settle(reply, "finish_reason", cJSON_GetObjectItemCaseSensitive(c0, "finish_reason"));
 out:
 	cJSON_Delete(json);
 	return rc;

@@ -206,8 +206,7 @@ struct fence {
 	size_t count, indent;
 };
 
-/* A fence line: optional indentation, three or more ` or ~, an info string (no ` after ```). */
-static bool fence_open(const char *s, size_t n, struct fence *f)
+bool kb_fence_marker(const char *s, size_t n, char *ch, size_t *count, size_t *indent)
 {
 	size_t i = 0, k;
 
@@ -219,12 +218,18 @@ static bool fence_open(const char *s, size_t n, struct fence *f)
 		;
 	if (k - i < 3)
 		return false;
-	if (s[i] == '`' && memchr(s + k, '`', n - k))
-		return false;
-	f->ch = s[i];
-	f->count = k - i;
-	f->indent = i;
+	*ch = s[i];
+	*count = k - i;
+	*indent = i;
 	return true;
+}
+
+/* A fence line: optional indentation, three or more ` or ~, an info string (no ` after ```). */
+static bool fence_open(const char *s, size_t n, struct fence *f)
+{
+	if (!kb_fence_marker(s, n, &f->ch, &f->count, &f->indent))
+		return false;
+	return !(f->ch == '`' && memchr(s + f->indent + f->count, '`', n - f->indent - f->count));
 }
 
 static bool fence_close(const char *s, size_t n, const struct fence *f)

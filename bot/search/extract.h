@@ -26,6 +26,13 @@ struct strbuf;
 int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why);
 
 /*
+ * Whether s (n bytes, one line) opens or closes a Markdown code fence:
+ * optional indentation, then three or more ` or ~. Sets the fence
+ * character, its count and the indentation.
+ */
+bool kb_fence_marker(const char *s, size_t n, char *ch, size_t *count, size_t *indent);
+
+/*
  * A view of source for scanners (behavior.c, the ABI test above): a
  * malloc'd string of the same length with newlines kept, comments blanked
  * to spaces and, with blank_strings, the insides of string and character

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "search/metaprompt.h"
+#include "search/extract.h"
 #include "core/rng.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -149,19 +150,9 @@ static int heading(const char *s, size_t n, int *level)
 
 static bool fence_line(const char *s, size_t n, char *fc, size_t *fn)
 {
-	size_t i = 0, k;
+	size_t indent;
 
-	while (i < n && (s[i] == ' ' || s[i] == '\t'))
-		i++;
-	if (i >= n || (s[i] != '`' && s[i] != '~'))
-		return false;
-	for (k = i; k < n && s[k] == s[i]; k++)
-		;
-	if (k - i < 3)
-		return false;
-	*fc = s[i];
-	*fn = k - i;
-	return true;
+	return kb_fence_marker(s, n, fc, fn, &indent);
 }
 
 int kb_metaprompt_parse_rewrite(const struct kb_prompt *parent, const char *reply,

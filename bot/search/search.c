@@ -721,6 +721,18 @@ static int final_check(struct srch *s, const struct kb_search_cand *c, const cha
 	return rc;
 }
 
+struct search_final {
+	struct srch *s;
+	const struct kb_search_cand *c;
+};
+
+static int search_final_check(void *ctx, const char *pass, bool timing, cJSON **evidence, bool *cached)
+{
+	struct search_final *f = ctx;
+
+	return final_check(f->s, f->c, pass, timing, evidence, cached);
+}
+
 static void set_why(struct kb_search_result *res, const char *fmt, ...) KB_PRINTF(2, 3);
 
 static void set_why(struct kb_search_result *res, const char *fmt, ...)
@@ -761,8 +773,8 @@ static int finish(struct srch *s)
 
 	for (int tries = 0; tries < FINAL_TRIES; tries++) {
 		struct kb_search_cand *c = srch_best(s, skip, nr_skip, false);
-		cJSON *ev = NULL;
-		bool cached;
+		cJSON *ev = NULL, *fwd = NULL;
+		bool cached, fwd_failed;
 
 		if (!c)
 			break;
@@ -771,28 +783,12 @@ static int finish(struct srch *s)
 			goto out;
 		}
 		kb_progress_stage(s->pg, "final check", 0);
-		rc = final_check(s, c, s->pass, true, &ev, &cached);
+		rc = kb_final_check_pass(search_final_check, &(struct search_final){ s, c }, s->pass, &ev,
+					 &fwd, &cached, &fwd_failed);
+		cJSON_Delete(fwd);
 		if (rc) {
 			cJSON_Delete(ev);
 			goto out;
-		}
-		/* a backward kernel ships its kb_forward too: that must hold as well */
-		if (!strcmp(kb_evidence_verdict(ev), "verified") && !strcmp(s->pass, "backward")) {
-			cJSON *fwd = NULL;
-			bool fwd_cached;
-
-			rc = final_check(s, c, "forward", false, &fwd, &fwd_cached);
-			if (rc) {
-				cJSON_Delete(ev);
-				cJSON_Delete(fwd);
-				goto out;
-			}
-			if (strcmp(kb_evidence_verdict(fwd), "verified")) {
-				cJSON_Delete(ev);
-				ev = fwd;
-				fwd = NULL;
-			}
-			cJSON_Delete(fwd);
 		}
 		if (!strcmp(kb_evidence_verdict(ev), "verified")) {
 			const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ev, "summary");
@@ -806,20 +802,9 @@ static int finish(struct srch *s)
 			goto out;
 		}
 		strbuf_reset(&sb);
-		{
-			const cJSON *r;
-
-			cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(ev, "reasons")) {
-				const cJSON *ck = cJSON_GetObjectItemCaseSensitive(r, "check");
-				const cJSON *msg = cJSON_GetObjectItemCaseSensitive(r, "message");
-
-				if (cJSON_IsString(ck) && !strcmp(ck->valuestring, "suspicious_speedup"))
-					continue;
-				strbuf_addf(&sb, "%s: %s", cJSON_IsString(ck) ? ck->valuestring : "?",
-					    cJSON_IsString(msg) ? msg->valuestring : "");
-				break;
-			}
-		}
+		if (fwd_failed)
+			strbuf_addstr(&sb, "forward pass: ");
+		kb_evidence_first_reason(ev, &sb);
 		kb_progress_note(s->pg, "final check of #%lld failed in a fresh process: %s", (long long)c->id, sb.buf);
 		strbuf_addf(&failed, "%s#%lld: %s", failed.len ? "; " : "", (long long)c->id, sb.buf);
 		skip[nr_skip++] = c->id;

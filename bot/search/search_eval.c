@@ -178,26 +178,11 @@ static bool audit_draw(const struct srch *s, const struct kb_search_cand *c)
 	return (double)h / 4294967296.0 < s->cfg->search_verifier_audit;
 }
 
-/* "check: message" of the first rejecting reason. */
-static void first_reason(const cJSON *reasons, struct strbuf *out)
-{
-	const cJSON *r;
-
-	cJSON_ArrayForEach(r, reasons) {
-		const char *check = kb_json_str(r, "check");
-
-		if (check && !strcmp(check, "suspicious_speedup"))
-			continue;
-		strbuf_addf(out, "%s: %s", check ? check : "?", kb_json_str(r, "message") ? kb_json_str(r, "message") : "");
-		return;
-	}
-}
-
 static void note_failure(struct srch *s, const struct kb_search_cand *c)
 {
 	struct strbuf sb = STRBUF_INIT;
 
-	first_reason(c->reasons, &sb);
+	kb_reasons_first(c->reasons, &sb);
 	srch_diagnose(s, "%s kernel #%lld: %s: %s", c->proposer, (long long)c->id, c->verdict,
 		      sb.len ? sb.buf : "no reason given");
 	strbuf_release(&sb);
@@ -262,7 +247,7 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 		if (strcmp(c->verdict, "build") && strcmp(c->verdict, "static"))
 			strbuf_addf(&detail, ": %s", c->verdict);
 		strbuf_addstr(&detail, ": ");
-		first_reason(c->reasons, &detail);
+		kb_reasons_first(c->reasons, &detail);
 		note_failure(s, c);
 	}
 	ec->done++;

@@ -598,6 +598,22 @@ int tmpl_lookup(const struct tgraph *g, const char *name, struct targ *a)
 	return resolve_ref(g, name, g->nr_nodes, a);
 }
 
+int tmpl_field_ref(const struct tgraph *g, const cJSON *o, const char *key, const char *family,
+		   struct targ *a, struct strbuf *why)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	memset(a, 0, sizeof(*a));
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsString(it) || tmpl_lookup(g, it->valuestring, a)) {
+		strbuf_reset(why);
+		strbuf_addf(why, "analysis: %s '%s' names nothing known", family, key);
+		return -1;
+	}
+	return 1;
+}
+
 /* --- template files --- */
 
 static const char *const text_names[TT_NR] = {

@@ -44,15 +44,11 @@ static int input_ref(const struct tgraph *g, const cJSON *o, const char *key, in
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
 	struct targ a;
+	int rc = tmpl_field_ref(g, o, key, "matmul", &a, why);
 
 	*idx = -1;
-	if (!it || cJSON_IsNull(it))
-		return 0;
-	if (!cJSON_IsString(it) || tmpl_lookup(g, it->valuestring, &a)) {
-		strbuf_reset(why);
-		strbuf_addf(why, "analysis: matmul '%s' names nothing known", key);
-		return -1;
-	}
+	if (rc <= 0)
+		return rc;
 	if (a.kind != TA_INPUT || g->in[a.idx].kind == TK_SCALAR) {
 		strbuf_reset(why);
 		strbuf_addf(why, "matmul operand '%s' ('%s') is computed before the product: a prologue is not supported",

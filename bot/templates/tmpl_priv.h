@@ -155,6 +155,13 @@ int tmpl_subst(struct strbuf *out, const char *text, const struct tvars *vs);
 
 /* the graph's input or node by name (for the family objects' fields); -1: none */
 int tmpl_lookup(const struct tgraph *g, const char *name, struct targ *a);
+/*
+ * The field key of a family object (family names it in messages): 0 when
+ * absent or null, 1 with *a when it names an input or node, -1 with why
+ * when it names nothing known.
+ */
+int tmpl_field_ref(const struct tgraph *g, const cJSON *o, const char *key, const char *family,
+		   struct targ *a, struct strbuf *why);
 
 /* point value of parameter name; def when the space has no such parameter */
 int64_t tmpl_param(const struct kb_template *t, const int64_t *point, const char *name, int64_t def);

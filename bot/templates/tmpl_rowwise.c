@@ -129,15 +129,11 @@ static int input_field(const struct tgraph *g, const cJSON *o, const char *key, 
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
 	struct targ a;
+	int rc = tmpl_field_ref(g, o, key, "rowwise", &a, why);
 
 	*idx = -1;
-	if (!it || cJSON_IsNull(it))
-		return 0;
-	if (!cJSON_IsString(it) || tmpl_lookup(g, it->valuestring, &a)) {
-		strbuf_reset(why);
-		strbuf_addf(why, "analysis: rowwise '%s' names nothing known", key);
-		return -1;
-	}
+	if (rc <= 0)
+		return rc;
 	if (a.kind != TA_INPUT) {
 		strbuf_reset(why);
 		strbuf_addf(why, "rowwise '%s' ('%s') is computed, not an input: not supported", key,

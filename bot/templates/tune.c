@@ -457,34 +457,6 @@ static void set_why(struct kb_tune_result *res, enum kb_tune_outcome outcome, co
 }
 
 /* "check: message" of the evidence's first reason (suspicious_speedup is a flag, skipped). */
-static void first_reason(const cJSON *ev, struct strbuf *out)
-{
-	const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons"), *r;
-
-	cJSON_ArrayForEach(r, reasons) {
-		const char *check = kb_json_str(r, "check"), *msg = kb_json_str(r, "message");
-
-		if (check && !strcmp(check, "suspicious_speedup"))
-			continue;
-		strbuf_addf(out, "%s: %s", check ? check : "?", msg ? msg : "");
-		return;
-	}
-	strbuf_addf(out, "verdict '%s'", kb_evidence_verdict(ev));
-}
-
-static bool has_check(const cJSON *ev, const char *check)
-{
-	const cJSON *reasons = cJSON_GetObjectItemCaseSensitive(ev, "reasons"), *r;
-
-	cJSON_ArrayForEach(r, reasons) {
-		const char *c = kb_json_str(r, "check");
-
-		if (c && !strcmp(c, check))
-			return true;
-	}
-	return false;
-}
-
 static void set_reason(struct kb_tune_point *p, const char *reason)
 {
 	free(p->reason);
@@ -682,11 +654,11 @@ static void on_eval(size_t i, const char *kernel_path, const cJSON *ev, void *pa
 		p->state = !strcmp(verdict, "rejected") ? KB_TP_REJECTED : KB_TP_ERROR;
 		if (ec->timing)
 			strbuf_addstr(&sb, "while timing: ");
-		first_reason(ev, &sb);
+		kb_evidence_first_reason(ev, &sb);
 		set_reason(p, sb.buf);
 		strbuf_addf(&detail, "%s: %s", p->name, sb.buf);
 		/* a hang may be a busy machine, an error the harness: measure again next time */
-		pd->decided = p->state == KB_TP_ERROR || has_check(ev, "timeout");
+		pd->decided = p->state == KB_TP_ERROR || kb_evidence_has_check(ev, "timeout");
 	}
 	if (p->state != KB_TP_ERROR && !pd->decided && (ec->timing || !pd->verified))
 		cache_point(ec->tn, p);
@@ -998,7 +970,7 @@ static int describe(struct tuner *tn)
 	if (rc)
 		goto out;
 	if (strcmp(kb_evidence_verdict(ev), "described")) {
-		first_reason(ev, &sb);
+		kb_evidence_first_reason(ev, &sb);
 		set_why(res, KB_TUNE_OPERATOR_ERROR, "the harness could not load operator '%s': %s",
 			tn->o->operator_path, sb.buf);
 		goto out;
@@ -1193,7 +1165,7 @@ int kb_tune_fresh_verdict(struct kb_verifier *vf, struct kb_state *st, const cha
 	vf->worker = w;
 	if (rc)
 		goto out;
-	if (strcmp(kb_evidence_verdict(*evidence), "error") && !has_check(*evidence, "timeout") &&
+	if (strcmp(kb_evidence_verdict(*evidence), "error") && !kb_evidence_has_check(*evidence, "timeout") &&
 	    kb_timings_put(st, key, *evidence))
 		log_warn("the final verdict of '%s' was not cached", kernel_path);
 out:
@@ -1235,6 +1207,18 @@ out:
 	return rc;
 }
 
+struct tune_final {
+	struct tuner *tn;
+	struct kb_tune_point *p;
+};
+
+static int tune_final_check(void *ctx, const char *pass, bool timing, cJSON **evidence, bool *cached)
+{
+	struct tune_final *f = ctx;
+
+	return final_check(f->tn, f->p, pass, timing, evidence, cached);
+}
+
 #define FINAL_TRIES 3
 
 static int finish(struct tuner *tn)
@@ -1262,30 +1246,11 @@ static int finish(struct tuner *tn)
 		cJSON_Delete(res->forward_evidence);
 		res->forward_evidence = NULL;
 		fwd_failed = false;
-		rc = final_check(tn, p, tn->pass, true, &ev, &cached);
+		rc = kb_final_check_pass(tune_final_check, &(struct tune_final){ tn, p }, tn->pass, &ev,
+					 &res->forward_evidence, &cached, &fwd_failed);
 		if (rc) {
 			cJSON_Delete(ev);
 			goto out;
-		}
-		/* a backward kernel ships its forward too: that must hold as well */
-		if (!strcmp(kb_evidence_verdict(ev), "verified") && !strcmp(tn->pass, "backward")) {
-			cJSON *fwd = NULL;
-			bool fwd_cached;
-
-			rc = final_check(tn, p, "forward", false, &fwd, &fwd_cached);
-			if (rc) {
-				cJSON_Delete(ev);
-				cJSON_Delete(fwd);
-				goto out;
-			}
-			cJSON_Delete(res->forward_evidence);
-			res->forward_evidence = fwd;
-			if (strcmp(kb_evidence_verdict(fwd), "verified")) {
-				cJSON_Delete(ev);
-				ev = cJSON_Duplicate(fwd, true);
-				fwd_failed = true;
-			}
-			cached = cached && fwd_cached;
 		}
 		if (!strcmp(kb_evidence_verdict(ev), "verified")) {
 			kb_progress_step(tn->pg, 0, cached ? "verified (cached)" : "verified");
@@ -1297,7 +1262,7 @@ static int finish(struct tuner *tn)
 		strbuf_reset(&sb);
 		if (fwd_failed)
 			strbuf_addstr(&sb, "forward pass: ");
-		first_reason(ev, &sb);
+		kb_evidence_first_reason(ev, &sb);
 		kb_progress_note(tn->pg, "final check of %s failed in a fresh process: %s", p->name, sb.buf);
 		if (failed.len)
 			strbuf_addstr(&failed, "; ");

@@ -115,6 +115,24 @@ void kb_tune_final_key(struct strbuf *out, const char *device, const char *op_ha
  * cached unless it is an error or a timeout. Used by the tuner and by the
  * LLM search for their best kernels. 0 with *evidence set, or -1.
  */
+/*
+ * One final check of the kernel the caller has in mind, for pass, timed or
+ * not: 0 with *evidence (and *cached), or -1 / KB_ECANCELLED.
+ */
+typedef int (*kb_final_check_fn)(void *ctx, const char *pass, bool timing, cJSON **evidence,
+				 bool *cached);
+
+/*
+ * The final check of a kernel for pass, timed; a backward kernel ships its
+ * forward too, so that is checked untimed as well and, when it fails,
+ * decides: *evidence is then a copy of the forward's and *fwd_failed set.
+ * *forward: the forward's evidence (backward and verified only, else
+ * NULL; the caller owns both). *cached: every check came from the cache.
+ * 0, or the first non-zero return of check.
+ */
+int kb_final_check_pass(kb_final_check_fn check, void *ctx, const char *pass, cJSON **evidence,
+			cJSON **forward, bool *cached, bool *fwd_failed);
+
 struct kb_verifier;
 struct kb_state;
 struct kb_eval_opts;
