@@ -173,6 +173,8 @@ def test_long_calls_use_events():
     assert res["kernel"]["batch"] == 1
     assert ">=" in res["kernel"]["method_reason"]
     assert not dev.graphs
+    # the flush's cost is in the figures, so its share of a timing can be told
+    assert res["kernel"]["flush_ms"] == pytest.approx(dev.flush_ms())
 
 
 def test_one_short_call_puts_every_fn_on_graphs():

@@ -1109,7 +1109,10 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
         why = fell_back
     while not ev.enough(min_time_ms, max_reps):
         ev.step()
-    return ev.finish({n: ev.stats(n) for n in names}, "events", why)
+    out = ev.finish({n: ev.stats(n) for n in names}, "events", why)
+    for st in out.values():
+        st["flush_ms"] = flush_us / 1e3   # one flush, before each timed call
+    return out
 
 
 def _measure_cuda(fns, names, warmup, min_time_ms, max_reps, l2_flush, method,
