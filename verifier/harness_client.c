@@ -587,6 +587,7 @@ cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const c
 	add_tol(tol, "float16", cfg->atol_fp16, cfg->rtol_fp16);
 	add_tol(tol, "bfloat16", cfg->atol_bf16, cfg->rtol_bf16);
 	add_tol(tol, "float64", 1e-7, 1e-7);
+	cJSON_AddNumberToObject(req, "error_factor", cfg->error_factor);
 	t = cJSON_AddObjectToObject(req, "timing");
 	cJSON_AddBoolToObject(t, "enabled", timing);
 	cJSON_AddNumberToObject(t, "warmup", (double)cfg->warmup);

@@ -91,6 +91,7 @@ static const struct cfg_row rows[] = {
 	DBL("harness", "rtol_fp16", rtol_fp16, "1e-2", 0, 1, CFG_GT_MIN),
 	DBL("harness", "atol_bf16", atol_bf16, "1e-2", 0, 1, CFG_GT_MIN),
 	DBL("harness", "rtol_bf16", rtol_bf16, "1e-2", 0, 1, CFG_GT_MIN),
+	DBL("harness", "error_factor", error_factor, "16", 0, 1e6, 0),
 	DBL("harness", "suspicious_speedup", suspicious_speedup, "10", 1, 1e6, CFG_GT_MIN),
 	INT("harness", "memory_limit_mb", memory_limit_mb, "0", 0, 1048576),
 	INT("harness", "build_jobs", build_jobs, "0", 0, 256),

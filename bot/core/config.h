@@ -34,6 +34,7 @@ struct kb_config {
 	int64_t seeds;                /* trials per config */
 	int64_t max_configs;          /* configs evaluated per operator */
 	double atol_fp32, rtol_fp32;
+	double error_factor;     /* the error bound's factor (PROTOCOL.md "Error bound"); 0: off */
 	double atol_fp16, rtol_fp16;
 	double atol_bf16, rtol_bf16;
 	double suspicious_speedup;    /* flag speedups above this */

@@ -218,6 +218,8 @@ static int write_child_config(struct kb_jobs *j, struct runner *r, const char *p
 		copy.rtol_fp32 = r->rcfg.rtol;
 	if (r->rcfg.max_configs > 0)
 		copy.max_configs = r->rcfg.max_configs;
+	if (r->rcfg.error_factor_set)
+		copy.error_factor = r->rcfg.error_factor;
 	copy.log_file = (char *)""; /* the child's log is the job's log file */
 	fp = open_memstream(&text, &len);
 	if (!fp)

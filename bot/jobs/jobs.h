@@ -150,6 +150,8 @@ struct kb_repo_config {
 	size_t nr_paths;
 	int64_t budget_s;      /* [kernelbot] budget_s, clamped to max_time_budget_s; 0: unset */
 	double atol, rtol;     /* [kernelbot] atol/rtol for fp32, never looser than the daemon's; 0: unset */
+	double error_factor;   /* [kernelbot] error_factor, never above the daemon's */
+	bool error_factor_set;
 	int64_t max_configs;   /* [kernelbot] max_configs, at most the daemon's; 0: unset */
 };
 void kb_repo_config_release(struct kb_repo_config *rc);

@@ -22,6 +22,7 @@
  *   atol = 1e-5        ; fp32 tolerances, never looser than [harness]
  *   rtol = 1e-5
  *   max_configs = 8    ; at most [harness] max_configs
+ *   error_factor = 4   ; the error bound, at most [harness] error_factor (0: off)
  */
 
 #define MAX_REPO_PATHS 100
@@ -124,6 +125,21 @@ static int handler(void *user, const char *section, const char *name, const char
 			d = limit;
 		}
 		*(!strcmp(name, "atol") ? &rc->atol : &rc->rtol) = d;
+		return 1;
+	}
+	if (!strcmp(section, "kernelbot") && !strcmp(name, "error_factor")) {
+		if (kb_parse_double(value, &d) || !(d >= 0) || d > 1e6) {
+			strbuf_addf(ctx->why, "[kernelbot] error_factor: '%s' is not a number from 0 to 1e6; ignored\n",
+				    value);
+			return 1;
+		}
+		if (d > cfg->error_factor) {
+			strbuf_addf(ctx->why, "[kernelbot] error_factor: %g is looser than the bot allows; %g used\n",
+				    d, cfg->error_factor);
+			d = cfg->error_factor;
+		}
+		rc->error_factor = d;
+		rc->error_factor_set = true;
 		return 1;
 	}
 	if (!strcmp(section, "kernelbot") && !strcmp(name, "max_configs")) {

@@ -299,6 +299,22 @@ static void test_repo_config(void **state)
 	assert_non_null(strstr(why.buf, "unknown key 'colour'"));
 	kb_repo_config_release(&rc);
 	strbuf_reset(&why);
+	/* the error bound: lower (stricter) or off is fine, above the bot's is clamped */
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nerror_factor = 4\n", &cfg, &why), 0);
+	assert_true(rc.error_factor_set && rc.error_factor == 4.0);
+	kb_repo_config_release(&rc);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nerror_factor = 0\n", &cfg, &why), 0);
+	assert_true(rc.error_factor_set && rc.error_factor == 0.0);
+	kb_repo_config_release(&rc);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nerror_factor = 1000\n", &cfg, &why), 0);
+	assert_true(rc.error_factor_set && rc.error_factor == cfg.error_factor);
+	assert_non_null(strstr(why.buf, "error_factor: 1000 is looser"));
+	kb_repo_config_release(&rc);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nerror_factor = -1\n", &cfg, &why), 0);
+	assert_false(rc.error_factor_set);
+	assert_non_null(strstr(why.buf, "error_factor: '-1'"));
+	kb_repo_config_release(&rc);
+	strbuf_reset(&why);
 	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\nbudget_s = soon\n", &cfg, &why), 0);
 	assert_int_equal(rc.budget_s, 0);
 	assert_int_equal(rc.nr_paths, 0);

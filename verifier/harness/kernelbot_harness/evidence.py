@@ -51,6 +51,7 @@ def config_entry(cfg, checks, atol, rtol):
             "max_abs_err": getattr(cfg, "max_abs", None),
             "max_rel_err": getattr(cfg, "max_rel", None),
             "atol": atol, "rtol": rtol, "checks": checks,
+            "error_bound": getattr(cfg, "error_bound", None),
             "timing": getattr(cfg, "timing", None),
             "notes": getattr(cfg, "notes", [])}
 

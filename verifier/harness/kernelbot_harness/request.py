@@ -50,6 +50,15 @@ def _kernel(req, mode):
     return k
 
 
+def _error_factor(req):
+    """The error bound's factor (PROTOCOL.md "Error bound"); 0 turns it off."""
+    from kernelbot_harness.checks.compare import ERROR_FACTOR
+    v = req.get("error_factor", ERROR_FACTOR)
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1e6,
+          "bad error_factor %r (a number from 0, off, to 1e6)" % (v,))
+    return float(v)
+
+
 def _tolerances(req):
     tol = {d: dict(v) for d, v in DEFAULT_TOLERANCES.items()}
     for d, v in (req.get("tolerances") or {}).items():
@@ -88,6 +97,7 @@ def parse(path):
     req["max_configs"] = max(1, int(req.get("max_configs", 16)))
     req["max_numel"] = int(req.get("max_numel") or DEFAULT_MAX_NUMEL[req["backend"]])
     req["tolerances"] = _tolerances(req)
+    req["error_factor"] = _error_factor(req)
     req["extra_configs"] = list(req.get("extra_configs") or [])
     timing = dict(DEFAULT_TIMING)
     timing.update(req.get("timing") or {})

@@ -142,3 +142,84 @@ def message(what, i, diff, atol, rtol):
             "max abs err %.3g, max rel err %.3g" % (
                 what, i, diff.bad, diff.numel, atol, rtol, diff.first_bad,
                 diff.max_abs, diff.max_rel))
+
+
+# ------------------------------------------------------------ error bound
+
+ERROR_FACTOR = 16.0        # default: the candidate may err 16x the reference dtype's own error
+BOUND_FLOOR_Q = 0.99       # the per-element floor: this quantile of the reference's own error
+BOUND_SAMPLE = 1 << 20     # elements the floor's quantile is taken over, at most
+
+
+class Bound:
+    """Result of the error-bound check of one output (PROTOCOL.md "Error
+    bound"): where the candidate sits against factor x the error the
+    reference's own dtype commits, both measured against float64."""
+
+    def __init__(self, factor):
+        self.factor = factor
+        self.ok = False
+        self.bad = 0
+        self.numel = 0
+        self.ref_err_max = self.ref_err_rms = 0.0
+        self.cand_err_max = self.cand_err_rms = 0.0
+        self.floor = 0.0
+        self.worst_ratio = 0.0   # max over elements of error / (its bound / factor)
+
+    def figures(self):
+        return {"factor": self.factor, "ok": self.ok, "bad": self.bad, "numel": self.numel,
+                "ref_err_max": self.ref_err_max, "ref_err_rms": self.ref_err_rms,
+                "cand_err_max": self.cand_err_max, "cand_err_rms": self.cand_err_rms,
+                "floor": self.floor, "worst_ratio": self.worst_ratio}
+
+
+def _quantile_of(t, q):
+    flat = t.reshape(-1)
+    if flat.numel() > BOUND_SAMPLE:   # a strided sample: torch.quantile has a size limit
+        flat = flat[::(flat.numel() + BOUND_SAMPLE - 1) // BOUND_SAMPLE]
+    return float(torch.quantile(flat, q)) if flat.numel() else 0.0
+
+
+def bounded(c, r, r64, factor):
+    """Judge candidate c by its error against the float64 reference r64,
+    relative to the error the reference r (computed in the task's own
+    dtype) commits: element i passes when |c - r64| <= factor x
+    max(|r - r64|_i, floor), floor being the 99th percentile of the
+    reference's own error (an element the reference got exactly right by
+    luck does not demand exactness); and the whole passes when its
+    root-mean-square error is within factor x the reference's. Ordinary
+    reordering of fp32 sums passes; fp16/bf16/TF32 downgrades (errors
+    10^3-10^4 x fp32's) and partial garbage do not. NaN/Inf positions are
+    compare()'s business: an output with any is not rescued here."""
+    b = Bound(factor)
+    b.numel = r.numel()
+    if c.shape != r.shape or c.shape != r64.shape or not r.is_floating_point() \
+            or factor <= 0:
+        return b
+    c64, ref64, want = c.double(), r.double(), r64.double()
+    if not bool(torch.isfinite(c64).all()) or not bool(torch.isfinite(want).all()) \
+            or not bool(torch.isfinite(ref64).all()):
+        return b
+    ref_err = (ref64 - want).abs_()
+    cand_err = (c64 - want).abs_()
+    if cand_err.numel() == 0:
+        b.ok = True
+        return b
+    b.floor = _quantile_of(ref_err, BOUND_FLOOR_Q)
+    scale = torch.clamp(ref_err, min=b.floor)
+    b.ref_err_max, b.cand_err_max = float(ref_err.max()), float(cand_err.max())
+    b.ref_err_rms = float(ref_err.pow(2).mean().sqrt())
+    b.cand_err_rms = float(cand_err.pow(2).mean().sqrt())
+    if b.floor <= 0.0:
+        return b   # the reference is exact here: only the fixed tolerances apply
+    b.bad = int((cand_err > factor * scale).sum())
+    b.worst_ratio = float((cand_err / scale).max())
+    b.ok = b.bad == 0 and b.cand_err_rms <= factor * b.ref_err_rms
+    return b
+
+
+def bound_message(what, i, b):
+    return ("%s %d: also beyond the error bound: %d of %d elements err more than %g x "
+            "the reference dtype's own error (worst %.3g x; rms %.3g against the "
+            "reference's %.3g)" % (what, i, b.bad, b.numel, b.factor, b.worst_ratio,
+                                    b.cand_err_rms, b.ref_err_rms))
