@@ -1,11 +1,16 @@
 #ifndef KB_CORE_HTTP_H
 #define KB_CORE_HTTP_H
 /*
- * What the bot's two HTTP clients share (forge/github/http.c and
- * llm/http.c): libcurl's one-time global set-up, the options every
- * exchange sets on its reused easy handle, the request header list (which
- * holds a token, so it is wiped when freed), the response header line
- * parser, and the one reading of Retry-After and rate-limit reset times.
+ * The bot's one HTTP transport, used by forge/github and llm: a client
+ * owning a reused libcurl easy handle driven by a multi handle (which
+ * keeps the connections), one exchange per kb_http_perform with its
+ * deadline, a capped body, the response headers kept as lines, and a stop
+ * check for the requests that ask for one; plus the one reading of
+ * Retry-After and rate-limit reset times. No retries and no policy: each
+ * caller reads the headers it cares about (GitHub's rate limit, ETag and
+ * Link; the LLM's Retry-After) and decides. Nothing is logged here, and
+ * never verbosely: request headers hold tokens, and their copies are
+ * wiped when the exchange ends.
  *
  * Waits computed from a server's numbers saturate (core/util.h kb_sat_*):
  * an absurd value is a very long wait that the caller refuses or caps,
@@ -17,40 +22,98 @@
 
 #include <curl/curl.h>
 
+/* How a transfer ended, as far as a retry rule cares. */
+enum kb_http_error {
+	KB_HTTP_OK,      /* a complete response arrived (any status) */
+	KB_HTTP_TIMEOUT, /* the deadline passed */
+	KB_HTTP_NETWORK, /* connect, resolve, send, receive, TLS handshake, a cut-off reply */
+	KB_HTTP_TOOBIG,  /* the body (or the headers) passed the cap */
+	KB_HTTP_STOPPED, /* a stop request ended it (stop-aware requests only) */
+	KB_HTTP_SETUP,   /* no retry can mend it: URL, protocol, memory, redirect loop */
+	KB_HTTP_OTHER    /* anything else */
+};
+
+struct kb_http_request {
+	const char *method;            /* GET, POST, PATCH, PUT, DELETE */
+	const char *url;               /* absolute; http and https only */
+	const struct strvec *headers;  /* "Name: value" lines; NULL: none */
+	const char *body;              /* NULL: none (a POST, PATCH or PUT sends "") */
+	int64_t timeout_ms;            /* the whole transfer; connecting at most 10 s of it */
+	long max_redirects;            /* 0: none followed (curl drops Authorization on a new host) */
+	/*
+	 * A connection of its own: libcurl silently sends a request again
+	 * when a reused connection dies before the answer, and a create the
+	 * server already carried out would then be made twice.
+	 */
+	bool fresh_connect;
+	bool stop_aware;               /* end with KB_HTTP_STOPPED on kb_stop_requested() */
+};
+
+struct kb_http_response {
+	enum kb_http_error error;
+	CURLcode curl_code;
+	long status;                   /* when error is KB_HTTP_OK */
+	struct strbuf body;            /* capped at the size given to _init */
+	bool too_big;
+	struct strvec headers;         /* the last response's "Name: value" lines, trimmed */
+	size_t header_bytes;
+	char errbuf[CURL_ERROR_SIZE];  /* curl's reason when error is not KB_HTTP_OK */
+};
+
+struct kb_http_client;
+/*
+ * An exchange without the network, for the tests and fuzz targets: it
+ * fills resp through kb_http_response_header_cb and _body_cb as libcurl
+ * would, sets resp->error (and status), and returns what kb_http_perform
+ * returns.
+ */
+typedef int (*kb_http_fake_fn)(void *payload, const struct kb_http_request *req,
+			       struct kb_http_response *resp);
+
+struct kb_http_client {
+	CURL *easy;
+	CURLM *multi;
+	kb_http_fake_fn fake;          /* NULL (always, outside tests): libcurl */
+	void *fake_payload;
+};
+
 /* curl_global_init once per process, thread-safely. 0 or -1 (logged). */
 int kb_http_global_init(void);
 
+/* The handles (and libcurl's global set-up). 0 or -1 (logged). */
+int kb_http_client_init(struct kb_http_client *c);
+void kb_http_client_release(struct kb_http_client *c);
+
+void kb_http_response_init(struct kb_http_response *r, size_t max_body);
+/* Forget the previous exchange (keeps the cap). */
+void kb_http_response_reset(struct kb_http_response *r);
+void kb_http_response_release(struct kb_http_response *r);
 /*
- * The "Name: value" lines as a curl list; the caller owns it and frees it
- * with kb_http_headers_free, which overwrites every line first (they hold
- * Authorization or API keys).
+ * The value of the last response header named name (any case), blanks
+ * around it removed; NULL when absent. Valid until the next reset.
  */
-struct curl_slist *kb_http_headers(const struct strvec *lines);
-void kb_http_headers_free(struct curl_slist *list);
+const char *kb_http_response_header(const struct kb_http_response *r, const char *name);
 
 /*
- * After curl_easy_reset: the URL, http and https only (redirects too), no
- * signals, the whole-transfer and connect deadlines, decoded bytes (so
- * that they count against the cap), the header list, curl's error text
- * into errbuf (CURL_ERROR_SIZE bytes) and, when max_body is not 0, a
- * size cap on the body. Redirects and the method are left to the caller.
+ * Perform one request (resp is reset first). 0 when a complete response
+ * arrived (any status), -1 otherwise with resp->error saying which
+ * failure and resp->errbuf curl's words.
  */
-void kb_http_set_common(CURL *c, const char *url, struct curl_slist *headers,
-			int64_t timeout_ms, int64_t connect_timeout_ms, char *errbuf, size_t max_body);
-/* Unhook the header list and the error buffer from c before they are freed. */
-void kb_http_unset_common(CURL *c);
+int kb_http_perform(struct kb_http_client *c, const struct kb_http_request *req,
+		    struct kb_http_response *resp);
+
+/* The libcurl callbacks, for the fakes and the tests; userdata is a struct kb_http_response. */
+size_t kb_http_response_body_cb(char *data, size_t size, size_t nmemb, void *userdata);
+size_t kb_http_response_header_cb(char *data, size_t size, size_t nmemb, void *userdata);
+
+/* The class of a finished transfer's curl code (too_big: the cap stopped it). */
+enum kb_http_error kb_http_classify(CURLcode rc, bool too_big);
 
 /* The connect deadline for a transfer deadline: the same, at most 10 s. */
 int64_t kb_http_connect_timeout_ms(int64_t timeout_ms);
 
 /* True for a status line ("HTTP/..."): a new response starts (100 Continue, a redirect). */
 bool kb_http_is_status_line(const char *line, size_t n);
-/*
- * When the header line (n bytes, its line end included) is named name (any
- * case), a new string with its value, surrounding blanks and the line end
- * removed; NULL otherwise. The caller frees it.
- */
-char *kb_http_header_value(const char *line, size_t n, const char *name);
 
 /*
  * Append a body chunk to a capped strbuf (a libcurl write callback's

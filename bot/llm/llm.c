@@ -13,7 +13,7 @@
 /*
  * The client: the model table from the config, one reused curl handle,
  * and kb_llm_chat's retry loop. The providers' shapes are in openai.c and
- * anthropic.c, the transfer in http.c, the waits in backoff.c.
+ * anthropic.c, the transfer in core/http.c, the waits in backoff.c.
  */
 
 /* config.c parses provider names in this order (the enum's values). */
@@ -25,8 +25,7 @@ _Static_assert(KB_LLM_OPENAI == 0 && KB_LLM_ANTHROPIC == 1, "provider order");
 
 struct kb_llm_client {
 	const struct kb_config *cfg;
-	CURLM *multi;             /* keeps the connections between calls */
-	CURL *curl;
+	struct kb_http_client http; /* keeps the connections between calls */
 	uint64_t rng;             /* backoff jitter only: not the search's stream */
 	int64_t backoff_base_ms, backoff_max_ms;
 };
@@ -246,15 +245,11 @@ int kb_llm_client_new(struct kb_llm_client **out, const struct kb_config *cfg)
 	*out = NULL;
 	if (!cfg->nr_llm_models)
 		return KB_ENOTFOUND;
-	if (kb_http_global_init())
-		return -1;
 	c = xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
-	c->curl = curl_easy_init();
-	c->multi = curl_multi_init();
-	if (!c->curl || !c->multi) {
+	if (kb_http_client_init(&c->http)) {
 		kb_llm_client_free(c);
-		return error("could not create a libcurl handle");
+		return -1;
 	}
 	c->rng = (uint64_t)kb_now_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c;
 	c->backoff_base_ms = DEFAULT_BACKOFF_BASE_MS;
@@ -267,10 +262,7 @@ void kb_llm_client_free(struct kb_llm_client *c)
 {
 	if (!c)
 		return;
-	if (c->curl)
-		curl_easy_cleanup(c->curl);
-	if (c->multi)
-		curl_multi_cleanup(c->multi);
+	kb_http_client_release(&c->http);
 	free(c);
 }
 
@@ -321,53 +313,37 @@ size_t kb_llm_pick(const struct kb_llm_client *c, uint64_t *rng)
 	return last; /* rounding at the top end */
 }
 
-/* curl failures that another attempt cannot mend */
-static bool fatal_transport(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_URL_MALFORMAT:
-	case CURLE_NOT_BUILT_IN:
-	case CURLE_OUT_OF_MEMORY:
-	case CURLE_FAILED_INIT:
-	case CURLE_BAD_FUNCTION_ARGUMENT:
-	case CURLE_TOO_MANY_REDIRECTS:
-		return true;
-	default:
-		return false;
-	}
-}
-
 enum verdict { DONE, RETRY, CANCELLED };
 
 /* What one attempt means; sets reply->status and a one-line error. */
-static enum verdict judge(const struct kb_llm_model_cfg *m, const struct llm_http_resp *r,
+static enum verdict judge(const struct kb_llm_model_cfg *m, const struct kb_http_response *r,
 			  int64_t timeout_ms, struct kb_llm_reply *reply)
 {
 	strbuf_reset(&reply->error);
-	reply->http_status = r->rc == CURLE_OK ? (int)r->status : 0;
-	if (r->rc == CURLE_ABORTED_BY_CALLBACK) {
+	reply->http_status = r->error == KB_HTTP_OK ? (int)r->status : 0;
+	if (r->error == KB_HTTP_STOPPED) {
 		reply->status = KB_LLM_TRANSPORT;
 		strbuf_addstr(&reply->error, "stopped on request during the transfer");
 		return CANCELLED;
 	}
-	if (r->too_big) {
+	if (r->error == KB_HTTP_TOOBIG) {
 		reply->status = KB_LLM_MALFORMED;
 		strbuf_addf(&reply->error, "response body larger than %zu KiB ([llm] max_response_kb)",
 			    r->body.cap / 1024);
 		return DONE;
 	}
-	if (r->rc == CURLE_OPERATION_TIMEDOUT) {
+	if (r->error == KB_HTTP_TIMEOUT) {
 		reply->status = KB_LLM_TIMEOUT;
 		strbuf_addf(&reply->error, "no answer within %" PRId64 " s ([llm] timeout_s)",
 			    timeout_ms / 1000);
 		return RETRY;
 	}
-	if (r->rc != CURLE_OK) {
+	if (r->error != KB_HTTP_OK) {
 		reply->status = KB_LLM_TRANSPORT;
 		strbuf_addstr(&reply->error, "transfer failed: ");
 		llm_add_one_line(&reply->error, r->errbuf, strlen(r->errbuf), ERROR_TEXT_MAX);
-		return fatal_transport(r->rc) ? DONE : RETRY;
+		/* one that another attempt cannot mend is final */
+		return r->error == KB_HTTP_SETUP ? DONE : RETRY;
 	}
 	if (r->status >= 200 && r->status < 300) {
 		/* a bad or empty answer is the model's: asking again costs as much */
@@ -390,6 +366,17 @@ static enum verdict judge(const struct kb_llm_model_cfg *m, const struct llm_htt
 	}
 	reply->status = KB_LLM_HTTP_ERROR;
 	return DONE;
+}
+
+/* The request's deadline ended the call: a timeout, named as the budget's. */
+static int budget_ran_out(struct kb_llm_reply *reply, bool tried)
+{
+	if (!tried || reply->status != KB_LLM_OK)
+		reply->status = KB_LLM_TIMEOUT;
+	strbuf_reset(&reply->error);
+	strbuf_addstr(&reply->error, tried ? "the time budget ran out during the call"
+					   : "the time budget ran out before the call");
+	return KB_EBUDGET;
 }
 
 /* "llm 'NAME' (MODEL): WHAT[ after N attempts]", without the key. */
@@ -420,14 +407,15 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 	const struct kb_llm_model_cfg *m;
 	struct strbuf url = STRBUF_INIT;
 	struct strvec headers = STRVEC_INIT;
-	struct llm_http_resp resp;
+	struct kb_http_response resp;
+	struct kb_http_request hreq = { .method = "POST", .stop_aware = true };
 	int64_t start = kb_now_ms(), timeout_ms = cfg->llm_timeout_s * 1000;
 	int max_attempts = 1 + (int)cfg->llm_max_retries;
 	char *body = NULL;
 	int rc = -1;
 
 	kb_llm_reply_release(reply);
-	llm_http_resp_init(&resp, (size_t)cfg->llm_max_response_kb * 1024);
+	kb_http_response_init(&resp, (size_t)cfg->llm_max_response_kb * 1024);
 	if (i >= cfg->nr_llm_models) {
 		reply->status = KB_LLM_HTTP_ERROR;
 		strbuf_addf(&reply->error, "llm: no model number %zu (%zu configured)", i,
@@ -439,11 +427,22 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 	body = kb_llm_request_json((enum kb_llm_provider)m->provider, m, req);
 	llm_request_url(m, &url);
 	llm_request_headers(m, &headers);
+	/* a POST is not replayed across a redirect: an API never sends one */
+	hreq.url = url.buf;
+	hreq.headers = &headers;
+	hreq.body = body;
+	hreq.timeout_ms = timeout_ms;
 
 	for (int attempt = 1;; attempt++) {
 		enum verdict v;
-		int64_t w;
+		int64_t w, left = req->deadline_ms ? req->deadline_ms - kb_now_ms() : INT64_MAX;
 
+		if (left <= 0) {
+			rc = budget_ran_out(reply, attempt > 1);
+			break;
+		}
+		/* the attempt ends by the deadline: a hung provider cannot outlast the budget */
+		hreq.timeout_ms = timeout_ms < left ? timeout_ms : left;
 		if (kb_stop_requested()) {
 			reply->status = KB_LLM_TRANSPORT;
 			strbuf_reset(&reply->error);
@@ -452,18 +451,26 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 			break;
 		}
 		reply->attempts = attempt;
-		llm_http_post(c->multi, c->curl, url.buf, &headers, body, timeout_ms, &resp);
+		kb_http_perform(&c->http, &hreq, &resp);
 		v = judge(m, &resp, timeout_ms, reply);
 		if (v == CANCELLED) {
 			rc = KB_ECANCELLED;
 			break;
 		}
+		if (reply->status == KB_LLM_TIMEOUT && hreq.timeout_ms < timeout_ms) {
+			rc = budget_ran_out(reply, true);
+			break;
+		}
 		if (v == DONE || attempt >= max_attempts)
 			break;
-		w = kb_llm_backoff_ms(attempt, resp.retry_after, c->backoff_base_ms,
-				      c->backoff_max_ms, &c->rng);
+		w = kb_llm_backoff_ms(attempt, kb_http_response_header(&resp, "retry-after"),
+				      c->backoff_base_ms, c->backoff_max_ms, &c->rng);
 		log_debug("llm '%s': attempt %d: %s (%s); retrying in %" PRId64 " ms", m->name,
 			  attempt, kb_llm_status_name(reply->status), reply->error.buf, w);
+		if (req->deadline_ms && kb_now_ms() + w >= req->deadline_ms) {
+			rc = budget_ran_out(reply, true);
+			break;
+		}
 		if (kb_sleep_ms(w)) {
 			strbuf_addstr(&reply->error, "; stopped on request while waiting to retry");
 			rc = KB_ECANCELLED;
@@ -472,7 +479,7 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 	}
 	reply->cost_usd = kb_llm_cost(m, reply->prompt_tokens, reply->completion_tokens);
 	finish_error(m, reply);
-	if (rc == KB_ECANCELLED)
+	if (rc == KB_ECANCELLED || rc == KB_EBUDGET)
 		goto out;
 	if (reply->status == KB_LLM_OK)
 		rc = 0;
@@ -487,7 +494,7 @@ out:
 		explicit_bzero((char *)headers.v[k], strlen(headers.v[k]));
 	strvec_clear(&headers);
 	strbuf_release(&url);
-	llm_http_resp_release(&resp);
+	kb_http_response_release(&resp);
 	free(body);
 	return rc;
 }

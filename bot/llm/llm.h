@@ -49,6 +49,8 @@ struct kb_llm_request {
 	double temperature;     /* NAN: the model's configured one */
 	int64_t max_tokens;     /* 0: the model's configured one */
 	const char *purpose;    /* "translate", "mutate", "verify-numerics", ...: logs and the store */
+	int64_t deadline_ms;    /* kb_now_ms()'s clock: no attempt or wait past it (a time
+				 * budget; KB_EBUDGET when it ends the call); 0: none */
 };
 
 /* How a call ended (kb_llm_reply.status, also stored in llm_calls.status). */

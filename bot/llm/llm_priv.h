@@ -1,40 +1,16 @@
 #ifndef KB_LLM_PRIV_H
 #define KB_LLM_PRIV_H
 /*
- * Between the files of bot/llm: one HTTP attempt (http.c), the two
- * providers' request and reply shapes (openai.c, anthropic.c) and the
- * small rules they share (llm.c, backoff.c).
+ * Between the files of bot/llm: the two providers' request and reply
+ * shapes (openai.c, anthropic.c) and the small rules they share (llm.c,
+ * backoff.c). The transfer itself is core/http.h's.
  */
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "core/strvec.h"
 #include "llm/llm.h"
 
-#include <curl/curl.h>
 #include <cjson/cJSON.h>
-
-/* --- http.c: one POST, no retries, no policy --- */
-
-struct llm_http_resp {
-	CURLcode rc;           /* CURLE_OK: a complete response (any status) */
-	long status;
-	struct strbuf body;    /* capped */
-	bool too_big;          /* the body passed the cap */
-	char *retry_after;     /* the header's value, NULL: absent */
-	char errbuf[CURL_ERROR_SIZE]; /* curl's reason when rc is not OK */
-};
-
-void llm_http_resp_init(struct llm_http_resp *r, size_t max_body);
-void llm_http_resp_release(struct llm_http_resp *r);
-
-/*
- * POST body to url with headers ("Name: value"; wiped from curl's copy
- * afterwards: they hold the key) on easy handle curl, driven by multi.
- * Fills r (reset first). The transfer ends early with
- * CURLE_ABORTED_BY_CALLBACK on a stop request. Nothing is logged.
- */
-void llm_http_post(CURLM *multi, CURL *curl, const char *url, const struct strvec *headers, const char *body,
-		   int64_t timeout_ms, struct llm_http_resp *r);
 
 /* --- the providers --- */
 

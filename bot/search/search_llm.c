@@ -34,6 +34,12 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 	};
 	int rc;
 
+	/* the call ends by the deadline, less the final check's reserve */
+	if (s->o->deadline_ms) {
+		int64_t d = s->o->deadline_ms - kb_budget_reserve_ms(&s->clock);
+
+		req.deadline_ms = d > 0 ? d : 1;
+	}
 	kb_search_call_key(&key, s->call_base, g, island, slot, purpose, attempt);
 	if (key_out) {
 		strbuf_reset(key_out);

@@ -2,7 +2,7 @@
  * The github backend reading GitHub's replies (forge/github: client.c,
  * paginate.c, ops_*.c, app_token.c) through the whole client: retries,
  * waits, the ETag cache, pagination, error messages, every operation's
- * JSON. The network is replaced by gh_http's fake hook, which serves the
+ * JSON. The network is replaced by core/http's fake hook, which serves the
  * replies of the input in turn:
  *
  *   byte 0-1  the operations to run (each byte % the number of them);
@@ -23,7 +23,6 @@
 #include "forge/forge.h"
 #include "forge/github/gh.h"
 #include "forge/github/github.h"
-#include "forge/github/http.h"
 #include "fuzz.h"
 
 #include <openssl/pem.h>
@@ -47,9 +46,9 @@ static int no_sleep(void *payload, int64_t ms, enum kb_github_wait why)
 }
 
 /* What a Retry-After of plain digits asks for, saturated; 0 for anything else. */
-static int64_t owed_for(const struct gh_http_resp *resp)
+static int64_t owed_for(const struct kb_http_response *resp)
 {
-	const char *v = resp->retry_after;
+	const char *v = kb_http_response_header(resp, "retry-after");
 	int64_t s = 0;
 
 	if ((resp->status != 403 && resp->status != 429) || !v || !*v)
@@ -63,35 +62,35 @@ static int64_t owed_for(const struct gh_http_resp *resp)
 }
 
 /* One line into the header callback, as curl hands it over (with its CRLF). */
-static void header_line(struct gh_http_resp *resp, const char *line, size_t len)
+static void header_line(struct kb_http_response *resp, const char *line, size_t len)
 {
 	char *copy = xmalloc(len + 2);
 
 	memcpy(copy, line, len);
 	memcpy(copy + len, "\r\n", 2);
-	gh_http_header_cb(copy, 1, len + 2, resp);
+	kb_http_response_header_cb(copy, 1, len + 2, resp);
 	free(copy);
 }
 
-static int serve(void *payload, const struct gh_http_req *req, struct gh_http_resp *resp)
+static int serve(void *payload, const struct kb_http_request *req, struct kb_http_response *resp)
 {
 	struct feed *f = payload;
 	const char *r, *p, *end;
 
 	FUZZ_CHECK(f->owed_ms <= 0);
 	if (f->next >= f->replies.nr) {
-		resp->transport = GH_T_FATAL;
+		resp->error = KB_HTTP_OTHER;
 		return -1;
 	}
 	r = f->replies.v[f->next];
 	end = r + f->replies.len[f->next];
 	f->next++;
 	if (!strncmp(r, "TIMEOUT", 7)) {
-		resp->transport = GH_T_RETRY;
+		resp->error = KB_HTTP_TIMEOUT;
 		return -1;
 	}
 	if (strncmp(r, "HTTP/", 5) || !strchr(r, ' ')) {
-		resp->transport = GH_T_FATAL;
+		resp->error = KB_HTTP_OTHER;
 		return -1;
 	}
 	resp->status = strtol(strchr(r, ' ') + 1, NULL, 10);
@@ -108,11 +107,11 @@ static int serve(void *payload, const struct gh_http_req *req, struct gh_http_re
 		header_line(resp, p, len);
 		p = nl ? nl + 1 : end;
 	}
-	if (p < end && !gh_http_body_cb((char *)p, 1, (size_t)(end - p), resp)) {
-		resp->transport = resp->too_big ? GH_T_TOOBIG : GH_T_FATAL;
+	if (p < end && !kb_http_response_body_cb((char *)p, 1, (size_t)(end - p), resp)) {
+		resp->error = resp->too_big ? KB_HTTP_TOOBIG : KB_HTTP_OTHER;
 		return -1;
 	}
-	resp->transport = GH_T_OK;
+	resp->error = KB_HTTP_OK;
 	f->owed_ms = owed_for(resp);
 	return 0;
 }

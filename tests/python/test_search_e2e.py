@@ -458,3 +458,26 @@ def test_resume_after_kill_then_replay(env, sim):
     assert s2["search_id"] != sid
     assert s2["llm"]["calls"] == 0
     assert [c["source"] for c in candidates(env, s2["search_id"])] == first
+
+
+def test_time_budget_holds_with_a_hung_model(env, sim):
+    """A model that hangs (each call answered after 120 s, the call timeout
+    120 s, 2 retries) cannot outlast --time-budget: every call ends by the
+    budget's deadline less the final check's reserve, and the templates'
+    kernel is published. Without that one call overruns by minutes; the
+    bound judged is half of one hung attempt, not a clock of this machine."""
+    cfg = config(env, sim, "relu-hang", verifiers=False, islands=1, generations=2,
+                 per_generation=2, initial=2, repair=0, meta=0, tune=False)
+    with open(cfg) as f:
+        text = f.read().replace("timeout_s = 1\n", "timeout_s = 120\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    sim.faults({"delay_ms": 120000, "count": 50})
+    try:
+        r = run(env, cfg, RELU, "relu-hang", "--time-budget", "10", timeout=400)
+    finally:
+        sim.reset()
+    assert r.seconds < 60, (r.seconds, r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the time budget ran out" in r.stderr, r.stderr
+    assert kernel_json(env, "relu-hang")["verdict"] == "verified"

@@ -409,23 +409,61 @@ static void test_json(void **state)
 	cJSON_Delete(o);
 }
 
+static size_t http_header_line(struct kb_http_response *r, const char *line)
+{
+	char *copy = xstrdup(line);
+	size_t n = kb_http_response_header_cb(copy, 1, strlen(copy), r);
+
+	free(copy);
+	return n;
+}
+
 static void test_http_headers(void **state)
 {
-	static const char line[] = "Retry-After: \t 12 \r\n";
+	struct kb_http_response r;
 	struct strbuf body = STRBUF_INIT;
 	bool too_big = false;
-	char *v;
+	char *big;
 
 	assert_true(kb_http_is_status_line("HTTP/1.1 200 OK\r\n", 17));
 	assert_false(kb_http_is_status_line("HTTP", 4));
-	v = kb_http_header_value(line, strlen(line), "retry-after");
-	assert_string_equal(v, "12");
-	free(v);
-	assert_null(kb_http_header_value(line, strlen(line), "retry"));
-	assert_null(kb_http_header_value("no colon\r\n", 10, "no colon"));
-	v = kb_http_header_value("ETag:\r\n", 7, "etag");
-	assert_string_equal(v, "");
-	free(v);
+	kb_http_response_init(&r, 0);
+	assert_int_equal(http_header_line(&r, "Retry-After: \t 12 \r\n"), 20);
+	assert_string_equal(kb_http_response_header(&r, "retry-after"), "12");
+	assert_null(kb_http_response_header(&r, "retry"));
+	http_header_line(&r, "no colon\r\n");
+	assert_null(kb_http_response_header(&r, "no colon"));
+	http_header_line(&r, "ETag:\r\n");
+	assert_string_equal(kb_http_response_header(&r, "etag"), "");
+	/* the last of a repeated header counts; a new response forgets them all */
+	http_header_line(&r, "retry-after: 3\r\n");
+	assert_string_equal(kb_http_response_header(&r, "Retry-After"), "3");
+	http_header_line(&r, "HTTP/1.1 200 OK\r\n");
+	assert_null(kb_http_response_header(&r, "retry-after"));
+	assert_int_equal(r.headers.nr, 0);
+	/* headers are capped like a body: curl is told to stop */
+	big = xmalloc(200 * 1024);
+	memset(big, 'a', 200 * 1024 - 1);
+	big[200 * 1024 - 1] = '\0';
+	big[1] = ':';
+	assert_int_equal(http_header_line(&r, big), 200 * 1024 - 1);
+	assert_false(r.too_big);
+	assert_int_equal(http_header_line(&r, big), 0);
+	assert_true(r.too_big);
+	free(big);
+	kb_http_response_reset(&r);
+	assert_false(r.too_big);
+	assert_int_equal(r.headers.nr, 0);
+	kb_http_response_release(&r);
+
+	assert_int_equal(kb_http_classify(CURLE_OK, false), KB_HTTP_OK);
+	assert_int_equal(kb_http_classify(CURLE_ABORTED_BY_CALLBACK, false), KB_HTTP_STOPPED);
+	assert_int_equal(kb_http_classify(CURLE_WRITE_ERROR, true), KB_HTTP_TOOBIG);
+	assert_int_equal(kb_http_classify(CURLE_WRITE_ERROR, false), KB_HTTP_OTHER);
+	assert_int_equal(kb_http_classify(CURLE_FILESIZE_EXCEEDED, false), KB_HTTP_TOOBIG);
+	assert_int_equal(kb_http_classify(CURLE_OPERATION_TIMEDOUT, false), KB_HTTP_TIMEOUT);
+	assert_int_equal(kb_http_classify(CURLE_COULDNT_CONNECT, false), KB_HTTP_NETWORK);
+	assert_int_equal(kb_http_classify(CURLE_URL_MALFORMAT, false), KB_HTTP_SETUP);
 	assert_int_equal(kb_http_connect_timeout_ms(3000), 3000);
 	assert_int_equal(kb_http_connect_timeout_ms(60000), 10000);
 

@@ -11,7 +11,6 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "forge/github/gh.h"
-#include "forge/github/http.h"
 #include "forge/github/jwt.h"
 #include "forge/github/policy.h"
 
@@ -510,10 +509,10 @@ static void test_jwt_bad_keys(void **state)
 
 /* --- curl callbacks: body cap, headers --- */
 
-static size_t feed_header(struct gh_http_resp *r, const char *line)
+static size_t feed_header(struct kb_http_response *r, const char *line)
 {
 	char *copy = xstrdup(line);
-	size_t n = gh_http_header_cb(copy, 1, strlen(copy), r);
+	size_t n = kb_http_response_header_cb(copy, 1, strlen(copy), r);
 
 	free(copy);
 	return n;
@@ -521,37 +520,38 @@ static size_t feed_header(struct gh_http_resp *r, const char *line)
 
 static void test_body_cap(void **state)
 {
-	struct gh_http_resp r;
+	struct kb_http_response r;
 	char chunk[600];
 
 	memset(chunk, 'x', sizeof(chunk));
-	gh_http_resp_init(&r, 1024);
-	assert_int_equal(gh_http_body_cb(chunk, 1, 600, &r), 600);
+	kb_http_response_init(&r, 1024);
+	assert_int_equal(kb_http_response_body_cb(chunk, 1, 600, &r), 600);
 	assert_false(r.too_big);
 	/* the chunk that would pass the cap is refused whole: curl then stops */
-	assert_int_equal(gh_http_body_cb(chunk, 2, 300, &r), 0);
+	assert_int_equal(kb_http_response_body_cb(chunk, 2, 300, &r), 0);
 	assert_true(r.too_big);
 	assert_int_equal(r.body.len, 600);
 	/* exactly at the cap is fine */
-	gh_http_resp_reset(&r);
+	kb_http_response_reset(&r);
 	assert_false(r.too_big);
-	assert_int_equal(gh_http_body_cb(chunk, 1, 600, &r), 600);
-	assert_int_equal(gh_http_body_cb(chunk, 1, 424, &r), 424);
+	assert_int_equal(kb_http_response_body_cb(chunk, 1, 600, &r), 600);
+	assert_int_equal(kb_http_response_body_cb(chunk, 1, 424, &r), 424);
 	assert_int_equal(r.body.len, 1024);
-	assert_int_equal(gh_http_body_cb(chunk, 1, 1, &r), 0);
-	gh_http_resp_release(&r);
+	assert_int_equal(kb_http_response_body_cb(chunk, 1, 1, &r), 0);
+	kb_http_response_release(&r);
 }
 
 static void test_header_parsing(void **state)
 {
-	struct gh_http_resp r;
+	struct kb_http_response r;
+	struct gh_outcome o = GH_OUTCOME_INIT;
 
-	gh_http_resp_init(&r, 0);
+	kb_http_response_init(&r, 0);
 	/* a redirect's headers are forgotten when the next response starts */
 	feed_header(&r, "HTTP/1.1 301 Moved Permanently\r\n");
 	feed_header(&r, "ETag: \"old\"\r\n");
 	feed_header(&r, "HTTP/1.1 200 OK\r\n");
-	assert_null(r.etag);
+	assert_null(kb_http_response_header(&r, "etag"));
 	feed_header(&r, "ETag:   W/\"abc\"  \r\n");
 	feed_header(&r, "link: <https://x/2>; rel=\"next\"\r\n");
 	feed_header(&r, "X-RateLimit-Remaining: 0\r\n");
@@ -560,14 +560,16 @@ static void test_header_parsing(void **state)
 	feed_header(&r, "X-RateLimit-Limit: 5000\r\n");
 	feed_header(&r, "Content-Type: application/json\r\n");
 	feed_header(&r, "\r\n");
-	assert_string_equal(r.etag, "W/\"abc\"");
-	assert_string_equal(r.link, "<https://x/2>; rel=\"next\"");
-	assert_string_equal(r.retry_after, "30");
-	assert_int_equal(r.rl_remaining, 0);
-	assert_int_equal(r.rl_reset, 1700000000);
+	gh_outcome_read(&o, &r);
+	assert_string_equal(kb_http_response_header(&r, "etag"), "W/\"abc\"");
+	assert_string_equal(kb_http_response_header(&r, "link"), "<https://x/2>; rel=\"next\"");
+	assert_string_equal(o.retry_after, "30");
+	assert_int_equal(o.rl_remaining, 0);
+	assert_int_equal(o.rl_reset, 1700000000);
 	feed_header(&r, "x-ratelimit-remaining: lots\r\n");
-	assert_int_equal(r.rl_remaining, -1);
-	gh_http_resp_release(&r);
+	gh_outcome_read(&o, &r);
+	assert_int_equal(o.rl_remaining, -1);
+	kb_http_response_release(&r);
 }
 
 /* --- ETag store, token renewal, timestamps --- */

@@ -141,7 +141,7 @@ static const struct kb_llm_message chat[] = {
 static void test_openai_request(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
-	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "translate" };
+	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "translate", 0 };
 	const cJSON *msgs, *msg;
 	cJSON *j;
 
@@ -193,7 +193,7 @@ static void test_anthropic_request(void **state)
 		{ "user", "hi" },
 	};
 	struct kb_llm_model_cfg m = model(KB_LLM_ANTHROPIC);
-	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "mutate" };
+	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "mutate", 0 };
 	const cJSON *msgs, *th;
 	cJSON *j;
 
@@ -515,7 +515,7 @@ static void test_cost_estimate(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
 	static const struct kb_llm_message msgs[] = { { "system", "12345" }, { "user", "1234" } };
-	struct kb_llm_request req = { msgs, 2, NAN, 0, "x" };
+	struct kb_llm_request req = { msgs, 2, NAN, 0, "x", 0 };
 	struct kb_llm_estimate est;
 
 	m.price_in_per_mtok = 2;
@@ -540,7 +540,7 @@ static void test_request_hash(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
 	struct kb_llm_message msgs[] = { { "user", "a" } };
-	struct kb_llm_request req = { msgs, 1, NAN, 0, "x" };
+	struct kb_llm_request req = { msgs, 1, NAN, 0, "x", 0 };
 	char h1[65], h2[65], h3[65];
 
 	kb_llm_request_hash(&m, &req, h1);
@@ -945,7 +945,7 @@ static const struct kb_llm_message kernel_prompt[] = {
 	{ "system", "You write CUDA kernels." },
 	{ "user", "Write a kernel for this operator." },
 };
-static const struct kb_llm_request kernel_req = { kernel_prompt, 2, NAN, 0, "translate" };
+static const struct kb_llm_request kernel_req = { kernel_prompt, 2, NAN, 0, "translate", 0 };
 
 static size_t model_index(struct fixture *f, const char *name)
 {
@@ -1117,6 +1117,44 @@ static void test_sim_timeout(void **state)
 	assert_int_equal(f.r.attempts, 2);
 	assert_int_equal(f.r.http_status, 0);
 	assert_contains(f.r.error.buf, "llm 'oa' (openai sim-gpt): no answer within 1 s");
+	fixture_release(&f);
+}
+
+/* A deadline (a time budget) bounds every attempt and every wait: KB_EBUDGET. */
+static void test_sim_deadline(void **state)
+{
+	struct fixture f;
+	struct kb_llm_request req = kernel_req;
+	int before;
+
+	NEED_SIM();
+	/* the attempt is cut at the deadline (0.4 s), before timeout_s (1 s) */
+	fixture_init(&f, 3, 4096);
+	ctl_do("POST", "faults", "{\"faults\": [{\"delay_ms\": 2500}]}");
+	req.deadline_ms = kb_now_ms() + 400;
+	assert_int_equal(kb_llm_chat(f.c, model_index(&f, "oa"), &req, &f.r), KB_EBUDGET);
+	assert_int_equal(f.r.status, KB_LLM_TIMEOUT);
+	assert_int_equal(f.r.attempts, 1);
+	assert_true(f.r.latency_ms >= 350 && f.r.latency_ms < 1000);
+	assert_contains(f.r.error.buf, "the time budget ran out during the call");
+	fixture_release(&f);
+
+	/* a 429 asking for 5 s past the deadline: no wait, no second attempt */
+	fixture_init(&f, 3, 4096);
+	ctl_do("POST", "faults", "{\"faults\": [{\"status\": 429, \"retry_after\": 5}]}");
+	req.deadline_ms = kb_now_ms() + 2000;
+	assert_int_equal(kb_llm_chat(f.c, model_index(&f, "oa"), &req, &f.r), KB_EBUDGET);
+	assert_int_equal(f.r.attempts, 1);
+	assert_true(f.r.latency_ms < 1500);
+	fixture_release(&f);
+
+	/* past the deadline already: no request at all */
+	fixture_init(&f, 3, 4096);
+	before = sim_requests();
+	req.deadline_ms = kb_now_ms() - 1;
+	assert_int_equal(kb_llm_chat(f.c, model_index(&f, "oa"), &req, &f.r), KB_EBUDGET);
+	assert_int_equal(sim_requests(), before);
+	assert_contains(f.r.error.buf, "the time budget ran out before the call");
 	fixture_release(&f);
 }
 
@@ -1317,6 +1355,7 @@ int main(void)
 		cmocka_unit_test(test_sim_5xx_then_ok),
 		cmocka_unit_test(test_sim_429_exhausted),
 		cmocka_unit_test(test_sim_timeout),
+		cmocka_unit_test(test_sim_deadline),
 		cmocka_unit_test(test_sim_malformed_empty),
 		cmocka_unit_test(test_sim_body_cap),
 		cmocka_unit_test(test_sim_refused),

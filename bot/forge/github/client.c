@@ -192,12 +192,15 @@ static int wait_to_send(struct gh *gh, const struct gh_req *req, bool mutating)
  * resp's body (taken, not copied), which the ETag cache (use_cache) keeps
  * or drops.
  */
-static void take_reply(struct gh *gh, struct gh_http_resp *resp, const char *url, bool use_cache,
+static void take_reply(struct gh *gh, struct kb_http_response *resp, const char *url, bool use_cache,
 		       const struct gh_etag_entry *cached, struct gh_reply *rep)
 {
+	const char *etag = kb_http_response_header(resp, "etag");
+	const char *link = kb_http_response_header(resp, "link");
+
 	rep->status = resp->status;
-	rep->etag = resp->etag ? xstrdup(resp->etag) : NULL;
-	rep->link = resp->link ? xstrdup(resp->link) : NULL;
+	rep->etag = etag ? xstrdup(etag) : NULL;
+	rep->link = link ? xstrdup(link) : NULL;
 	if (resp->status == 304) {
 		gh->base.stats.not_modified++;
 		rep->not_modified = true;
@@ -213,9 +216,8 @@ static void take_reply(struct gh *gh, struct gh_http_resp *resp, const char *url
 
 		rep->body = resp->body;
 		resp->body = tmp;
-		if (use_cache && resp->status == 200 && resp->etag)
-			gh_etag_put(&gh->etags, url, resp->etag, resp->link, rep->body.buf,
-				    rep->body.len);
+		if (use_cache && resp->status == 200 && etag)
+			gh_etag_put(&gh->etags, url, etag, link, rep->body.buf, rep->body.len);
 		else if (use_cache)
 			gh_etag_drop(&gh->etags, url);
 		if (resp->status >= 400)
@@ -224,9 +226,9 @@ static void take_reply(struct gh *gh, struct gh_http_resp *resp, const char *url
 }
 
 /* Could the server have carried the request out although no usable reply came? */
-static bool maybe_done(const struct gh_http_resp *resp)
+static bool maybe_done(const struct gh_outcome *o)
 {
-	return resp->transport == GH_T_RETRY || (resp->transport == GH_T_OK && resp->status >= 500);
+	return o->transport == GH_T_RETRY || (o->transport == GH_T_OK && o->status >= 500);
 }
 
 /*
@@ -234,11 +236,11 @@ static bool maybe_done(const struct gh_http_resp *resp)
  * been lost: was it made? GH_FOUND; 0 when it was not (go on); -1 when
  * that cannot be told, for a retry could then make a second one.
  */
-static int look_for_lost(struct gh *gh, const struct gh_req *req, const struct gh_http_resp *resp)
+static int look_for_lost(struct gh *gh, const struct gh_req *req, const struct gh_outcome *o)
 {
 	int rc;
 
-	if (!req->find || !maybe_done(resp))
+	if (!req->find || !maybe_done(o))
 		return 0;
 	rc = req->find(gh, req->find_payload);
 	if (rc > 0) {
@@ -256,7 +258,7 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 {
 	struct strbuf url = STRBUF_INIT, auth = STRBUF_INIT;
 	struct strvec headers = STRVEC_INIT;
-	struct gh_http_resp resp;
+	struct kb_http_response resp;
 	const struct gh_etag_entry *cached = NULL;
 	bool mutating = gh_is_mutating(req->method);
 	bool use_cache = !strcmp(req->method, "GET") && !req->if_none_match;
@@ -264,12 +266,12 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 	int attempt = 0, rc = -1;
 
 	reply_reset(rep);
-	gh_http_resp_init(&resp, gh->http.max_body);
+	kb_http_response_init(&resp, gh->max_body);
 	if (build_url(gh, &url, req->path))
 		goto out;
 
 	for (;;) {
-		struct gh_http_req hreq;
+		struct kb_http_request hreq = { .max_redirects = 3 };
 		struct gh_outcome o = GH_OUTCOME_INIT;
 		struct gh_decision d;
 
@@ -291,35 +293,32 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 		hreq.url = url.buf;
 		hreq.body = req->body;
 		hreq.headers = &headers;
-		hreq.fresh_connection = req->find != NULL; /* a create: never resent by libcurl */
+		hreq.timeout_ms = gh->timeout_ms;
+		hreq.fresh_connect = req->find != NULL; /* a create: never resent by libcurl */
 		gh->base.stats.requests++;
-		gh_http_perform(&gh->http, &hreq, &resp);
+		kb_http_perform(&gh->http, &hreq, &resp);
 		wipe_headers(&headers);
 		if (mutating)
 			gh->last_mutation_ms = kb_now_ms();
-		if (resp.transport == GH_T_OK && req->auth == GH_AUTH_REPO && resp.rl_remaining >= 0) {
-			gh->rl_remaining = resp.rl_remaining;
-			gh->rl_reset = resp.rl_reset;
+		gh_outcome_read(&o, &resp);
+		if (o.transport == GH_T_OK && req->auth == GH_AUTH_REPO && o.rl_remaining >= 0) {
+			gh->rl_remaining = o.rl_remaining;
+			gh->rl_reset = o.rl_reset;
 		}
-		if (resp.transport == GH_T_OK && resp.status == 401 && gh->key &&
+		if (o.transport == GH_T_OK && resp.status == 401 && gh->key &&
 		    req->auth == GH_AUTH_REPO && !retried_auth) {
 			retried_auth = true;
 			gh_auth_forget(gh, req->repo);
 			continue;
 		}
 
-		o.transport = resp.transport;
-		o.status = resp.status;
-		o.retry_after = resp.retry_after;
-		o.rl_remaining = resp.rl_remaining;
-		o.rl_reset = resp.rl_reset;
 		o.limit_message = (resp.status == 403 || resp.status == 429) &&
 				  mentions_rate_limit(&resp.body);
 		gh_decide(&d, &gh->policy, &o, attempt, kb_wall_s(), gh_random(gh));
 		if (d.rate_limited)
 			gh->base.stats.rate_limited++;
 		if (d.verdict == GH_RETRY) {
-			if (resp.transport == GH_T_OK)
+			if (o.transport == GH_T_OK)
 				log_warn("github: %s %s: %ld, %s; retrying in %" PRId64 " ms",
 					 req->method, req->path, resp.status, d.why, d.wait_ms);
 			else
@@ -328,7 +327,7 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 			gh->base.stats.retries++;
 			if ((rc = gh_sleep(gh, d.wait_ms, d.reason)))
 				goto out;
-			if ((rc = look_for_lost(gh, req, &resp)))
+			if ((rc = look_for_lost(gh, req, &o)))
 				goto out;
 			rc = -1;
 			if (d.rate_limited) /* waited for it already: no second quota wait */
@@ -337,13 +336,13 @@ int gh_send(struct gh *gh, const struct gh_req *req, struct gh_reply *rep)
 			continue;
 		}
 		/* out of retries: the last attempt may still have made it */
-		if (d.verdict == GH_FAIL && look_for_lost(gh, req, &resp) == GH_FOUND) {
+		if (d.verdict == GH_FAIL && look_for_lost(gh, req, &o) == GH_FOUND) {
 			rc = GH_FOUND;
 			goto out;
 		}
-		if (d.verdict == GH_FAIL && resp.transport != GH_T_OK) {
+		if (d.verdict == GH_FAIL && o.transport != GH_T_OK) {
 			error("github: %s %s: %s (%s)", req->method, req->path, d.why, resp.errbuf);
-			if (resp.transport == GH_T_TOOBIG)
+			if (o.transport == GH_T_TOOBIG)
 				rc = KB_ETOOBIG;
 			goto out;
 		}
@@ -364,7 +363,7 @@ out:
 	explicit_bzero(auth.buf, auth.len);
 	strbuf_release(&auth);
 	wipe_headers(&headers);
-	gh_http_resp_release(&resp);
+	kb_http_response_release(&resp);
 	strbuf_release(&url);
 	return rc;
 }

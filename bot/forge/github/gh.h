@@ -10,10 +10,10 @@
  *   github.c     construction and the ops table
  */
 #include "core/common.h"
+#include "core/http.h"
 #include "core/strbuf.h"
 #include "forge/forge.h"
 #include "forge/github/github.h"
-#include "forge/github/http.h"
 #include "forge/github/policy.h"
 
 #include <cjson/cJSON.h>
@@ -76,7 +76,9 @@ struct gh {
 	struct kb_forge base;         /* first: the forge handle */
 	char *api_url;                /* without a trailing '/' */
 	char *origin;                 /* scheme://host[:port] of api_url */
-	struct gh_http http;
+	struct kb_http_client http;
+	int64_t timeout_ms;           /* one exchange, whole */
+	size_t max_body;              /* a reply's body cap */
 	struct gh_policy policy;
 	char *token;                  /* PAT mode */
 	int64_t app_id;               /* App mode when non-zero */

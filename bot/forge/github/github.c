@@ -16,7 +16,7 @@ static void gh_free(struct kb_forge *f)
 {
 	struct gh *gh = gh_of(f);
 
-	gh_http_release(&gh->http);
+	kb_http_client_release(&gh->http);
 	gh_etag_cache_release(&gh->etags);
 	gh_tokens_release(gh);
 	if (gh->token) {
@@ -148,8 +148,9 @@ int kb_forge_github_new(struct kb_forge **out, const struct kb_github_opts *opts
 		error("github needs a token or an app (app_id and private_key_file)");
 		goto fail;
 	}
-	if (gh_http_init(&gh->http, opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS,
-			 max_body))
+	gh->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+	gh->max_body = max_body;
+	if (kb_http_client_init(&gh->http))
 		goto fail;
 	*out = &gh->base;
 	return 0;

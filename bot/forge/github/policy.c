@@ -3,6 +3,41 @@
 #include "core/util.h"
 #include "forge/github/policy.h"
 
+static enum gh_transport transport_of(enum kb_http_error e)
+{
+	switch (e) {
+	case KB_HTTP_OK:
+		return GH_T_OK;
+	case KB_HTTP_TIMEOUT:
+	case KB_HTTP_NETWORK:
+		return GH_T_RETRY;
+	case KB_HTTP_TOOBIG:
+		return GH_T_TOOBIG;
+	default:
+		return GH_T_FATAL;
+	}
+}
+
+/* A header's integer value; -1 when absent or not one. */
+static int64_t int_header(const struct kb_http_response *resp, const char *name)
+{
+	const char *v = kb_http_response_header(resp, name);
+	int64_t n;
+
+	if (!v || kb_parse_i64(v, &n))
+		return -1;
+	return n;
+}
+
+void gh_outcome_read(struct gh_outcome *o, const struct kb_http_response *resp)
+{
+	o->transport = transport_of(resp->error);
+	o->status = resp->status;
+	o->retry_after = kb_http_response_header(resp, "retry-after");
+	o->rl_remaining = int_header(resp, "x-ratelimit-remaining");
+	o->rl_reset = int_header(resp, "x-ratelimit-reset");
+}
+
 static int64_t clamp_mul2(int64_t base, int n, int64_t cap)
 {
 	int64_t d = base;

@@ -23,6 +23,7 @@
  *  - the spacing of mutating requests (secondary limits).
  */
 #include "core/common.h"
+#include "core/http.h"
 
 struct gh_policy {
 	int max_attempts;          /* tries per request, the first included */
@@ -52,6 +53,14 @@ struct gh_outcome {
 	bool limit_message;        /* the body's message mentions a rate limit */
 };
 #define GH_OUTCOME_INIT { GH_T_OK, 0, NULL, -1, -1, false }
+
+/*
+ * What one exchange said (core/http.h), as far as the policy cares: how
+ * the transfer went, the status, Retry-After and the x-ratelimit-remaining
+ * and -reset headers (-1 when absent or not an integer). limit_message is
+ * left as it was (it needs the body's JSON). The strings point into resp.
+ */
+void gh_outcome_read(struct gh_outcome *o, const struct kb_http_response *resp);
 
 enum gh_verdict { GH_DONE, GH_RETRY, GH_FAIL };
 
