@@ -3,7 +3,7 @@
 #   make asan       build/asan/kernelbot under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test       every suite (C unit tests, pytest), a line per suite (and per
 #                   pytest file) as it ends; ends "N passed, N failed, N skipped"
-#   make check      the same as make test
+#   make check      make test, then the include-direction check (mk/include_direction.sh)
 #   make test-asan  the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz       every libFuzzer target (clang) for FUZZ_SECONDS each (default 30)
 #   make fuzz-build the libFuzzer targets only, in build/fuzz
@@ -164,7 +164,9 @@ asan: $(SAN)/kernelbot
 test: all $(TEST_BINS)
 	@KB_BUILD=$(REL) sh tests/run.sh
 
+# the include direction of ARCHITECTURE.md (mk/include_direction.sh) after the suites
 check: test
+	@sh mk/include_direction.sh
 
 test-asan: $(SAN)/kernelbot $(SAN_TEST_BINS)
 	@KB_BUILD=$(SAN) KB_SANITIZE=1 \

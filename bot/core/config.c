@@ -852,48 +852,40 @@ static int check_printed(struct load_ctx *ctx, const char *section, const void *
 	return -1;
 }
 
-/* A key of [llm.NAME]. */
-static int handle_model(struct load_ctx *ctx, const char *section, const char *key,
-			const char *value)
+/* "unknown key" in section, with the closest key of table[0..n) when one is close. */
+static void fail_unknown_key(struct load_ctx *ctx, const struct cfg_row *table, size_t n,
+			     const char *filter, const char *section, const char *key)
+{
+	const char *hint = closest_key(table, n, filter, key);
+
+	if (hint)
+		fail(ctx, "unknown key '%s' in section [%s] (did you mean '%s'?)", key, section, hint);
+	else
+		fail(ctx, "unknown key '%s' in section [%s]", key, section);
+}
+
+/*
+ * Store one known key of a section into base (struct kb_config or one
+ * model's struct): refuse it when *set_on says another line set it first,
+ * expand ${VAR}s, parse it by row, check what it prints. 1, or 0 after
+ * fail().
+ */
+static int store_key(struct load_ctx *ctx, const char *section, const char *key,
+		     const char *value, const struct cfg_row *row, void *base, int *set_on)
 {
 	struct strbuf val = STRBUF_INIT, why = STRBUF_INIT;
-	const char *name = section + strlen(MODEL_SECTION);
-	const struct cfg_row *row = NULL;
-	long mi = find_model(ctx->cfg, name, strlen(name));
-	int *set_on, ok = 0;
-	size_t idx;
+	int ok = 0;
 
-	if (mi < 0) { /* read_line() saw every section header */
-		fail(ctx, "internal error: unknown section [%s]", section);
+	if (*set_on) {
+		fail(ctx, "[%s] %s: duplicate key (first set on line %d)", section, key, *set_on);
 		goto out;
 	}
-	for (idx = 0; idx < NR_MODEL_ROWS; idx++)
-		if (!strcmp(model_rows[idx].key, key)) {
-			row = &model_rows[idx];
-			break;
-		}
-	if (!row) {
-		const char *hint = closest_key(model_rows, NR_MODEL_ROWS, NULL, key);
-
-		if (hint)
-			fail(ctx, "unknown key '%s' in section [%s] (did you mean '%s'?)",
-			     key, section, hint);
-		else
-			fail(ctx, "unknown key '%s' in section [%s]", key, section);
-		goto out;
-	}
-	set_on = ctx->model_set_on[mi];
-	if (set_on[idx]) {
-		fail(ctx, "[%s] %s: duplicate key (first set on line %d)", section, key, set_on[idx]);
-		goto out;
-	}
-	set_on[idx] = ctx->lineno;
-	if (expand_env(value ? value : "", &val, &why) ||
-	    set_value(&ctx->cfg->llm_models[mi], row, val.buf, &why)) {
+	*set_on = ctx->lineno;
+	if (expand_env(value ? value : "", &val, &why) || set_value(base, row, val.buf, &why)) {
 		fail(ctx, "[%s] %s: %s", section, key, why.buf);
 		goto out;
 	}
-	if (check_printed(ctx, section, &ctx->cfg->llm_models[mi], row))
+	if (check_printed(ctx, section, base, row))
 		goto out;
 	ok = 1;
 out:
@@ -902,58 +894,57 @@ out:
 	return ok;
 }
 
+/* A key of [llm.NAME]. */
+static int handle_model(struct load_ctx *ctx, const char *section, const char *key,
+			const char *value)
+{
+	const char *name = section + strlen(MODEL_SECTION);
+	long mi = find_model(ctx->cfg, name, strlen(name));
+	size_t idx;
+
+	if (mi < 0) { /* read_line() saw every section header */
+		fail(ctx, "internal error: unknown section [%s]", section);
+		return 0;
+	}
+	for (idx = 0; idx < NR_MODEL_ROWS; idx++)
+		if (!strcmp(model_rows[idx].key, key))
+			break;
+	if (idx == NR_MODEL_ROWS) {
+		fail_unknown_key(ctx, model_rows, NR_MODEL_ROWS, NULL, section, key);
+		return 0;
+	}
+	return store_key(ctx, section, key, value, &model_rows[idx], &ctx->cfg->llm_models[mi],
+			 &ctx->model_set_on[mi][idx]);
+}
+
 static int handle(void *user, const char *section, const char *key, const char *value)
 {
 	struct load_ctx *ctx = user;
-	struct strbuf val = STRBUF_INIT, why = STRBUF_INIT;
 	const struct cfg_row *row;
-	size_t idx;
-	int ok = 0;
 
 	if (ctx->err_line)
 		return 0;
 	if (!*section) {
 		fail(ctx, "key '%s' is outside any section", key);
-		goto out;
+		return 0;
 	}
 	if (is_model_section(section))
 		return handle_model(ctx, section, key, value);
 	if (!known_section(section, strlen(section))) {
+		struct strbuf why = STRBUF_INIT;
+
 		/* read_line() normally reports it at the section's own line */
 		unknown_section_message(section, strlen(section), &why);
 		fail(ctx, "%s", why.buf);
-		goto out;
+		strbuf_release(&why);
+		return 0;
 	}
 	row = find_row(section, key);
 	if (!row) {
-		const char *hint = closest_key(rows, NR_ROWS, section, key);
-
-		if (hint)
-			fail(ctx, "unknown key '%s' in section [%s] (did you mean '%s'?)",
-			     key, section, hint);
-		else
-			fail(ctx, "unknown key '%s' in section [%s]", key, section);
-		goto out;
+		fail_unknown_key(ctx, rows, NR_ROWS, section, section, key);
+		return 0;
 	}
-	idx = (size_t)(row - rows);
-	if (ctx->set_on[idx]) {
-		fail(ctx, "[%s] %s: duplicate key (first set on line %d)",
-		     section, key, ctx->set_on[idx]);
-		goto out;
-	}
-	ctx->set_on[idx] = ctx->lineno;
-	if (expand_env(value ? value : "", &val, &why) ||
-	    set_value(ctx->cfg, row, val.buf, &why)) {
-		fail(ctx, "[%s] %s: %s", section, key, why.buf);
-		goto out;
-	}
-	if (check_printed(ctx, section, ctx->cfg, row))
-		goto out;
-	ok = 1;
-out:
-	strbuf_release(&val);
-	strbuf_release(&why);
-	return ok;
+	return store_key(ctx, section, key, value, row, ctx->cfg, &ctx->set_on[(size_t)(row - rows)]);
 }
 
 static int row_line(const struct load_ctx *ctx, const char *section, const char *key)

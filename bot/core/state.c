@@ -130,11 +130,12 @@ static void rollback_quietly(struct kb_state *st)
 }
 
 /*
- * Every writing function runs between txn_enter and txn_leave: its own
- * BEGIN IMMEDIATE transaction, or a savepoint inside the caller's
- * kb_state_begin() so that a failed step undoes only itself.
+ * Every writing function runs between kb_state_txn_enter and
+ * kb_state_txn_leave: its own BEGIN IMMEDIATE transaction, or a savepoint
+ * inside the caller's kb_state_begin() so that a failed step undoes only
+ * itself.
  */
-static int txn_enter(struct kb_state *st, bool *own)
+int kb_state_txn_enter(struct kb_state *st, bool *own)
 {
 	*own = sqlite3_get_autocommit(st->db) != 0;
 	if (*own)
@@ -143,7 +144,7 @@ static int txn_enter(struct kb_state *st, bool *own)
 }
 
 /* Commit unless rc is KB_ERROR (named codes changed nothing); returns rc, or -1. */
-static int txn_leave(struct kb_state *st, bool own, int rc)
+int kb_state_txn_leave(struct kb_state *st, bool own, int rc)
 {
 	if (rc != KB_ERROR) {
 		if (!exec_sql(st, own ? "COMMIT" : "RELEASE kb_op", "could not commit"))
@@ -688,7 +689,7 @@ int kb_state_repo_upsert(struct kb_state *st, int64_t *id_out,
 
 	if (!forge || !full_name || !*full_name)
 		return error("repository name is empty");
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	if (prepare(st, &stmt,
 		    "INSERT INTO repositories (forge, full_name, created_at) VALUES (?1, ?2, ?3)"
@@ -711,7 +712,7 @@ int kb_state_repo_upsert(struct kb_state *st, int64_t *id_out,
 	rc = 0;
 out:
 	sqlite3_finalize(stmt);
-	return txn_leave(st, own, rc);
+	return kb_state_txn_leave(st, own, rc);
 }
 
 /* --- jobs --- */
@@ -721,13 +722,6 @@ out:
 	" j.operator, j.state, j.stage, j.attempts, j.error, j.best_candidate_id," \
 	" j.created_at, j.updated_at, j.started_at, j.finished_at" \
 	" FROM jobs j JOIN repositories r ON r.id = j.repository_id"
-
-static char *column_strdup(sqlite3_stmt *stmt, int col)
-{
-	const unsigned char *s = sqlite3_column_text(stmt, col);
-
-	return s ? xstrdup((const char *)s) : NULL;
-}
 
 /* Fill job from a JOB_SELECT row. */
 static int read_job_row(struct kb_state *st, sqlite3_stmt *stmt, struct kb_job *job)
@@ -740,14 +734,14 @@ static int read_job_row(struct kb_state *st, sqlite3_stmt *stmt, struct kb_job *
 		return error("job %lld in '%s' has unknown state '%s'",
 			     (long long)job->id, st->path, state ? state : "");
 	job->repository_id = sqlite3_column_int64(stmt, 1);
-	job->forge = column_strdup(stmt, 2);
-	job->repository = column_strdup(stmt, 3);
+	job->forge = kb_state_column_strdup(stmt, 2);
+	job->repository = kb_state_column_strdup(stmt, 3);
 	job->pr_number = sqlite3_column_int64(stmt, 4);
-	job->head_sha = column_strdup(stmt, 5);
-	job->operator_path = column_strdup(stmt, 6);
-	job->stage = column_strdup(stmt, 8);
+	job->head_sha = kb_state_column_strdup(stmt, 5);
+	job->operator_path = kb_state_column_strdup(stmt, 6);
+	job->stage = kb_state_column_strdup(stmt, 8);
 	job->attempts = sqlite3_column_int64(stmt, 9);
-	job->error = column_strdup(stmt, 10);
+	job->error = kb_state_column_strdup(stmt, 10);
 	job->best_candidate_id = sqlite3_column_int64(stmt, 11);
 	job->created_at = sqlite3_column_int64(stmt, 12);
 	job->updated_at = sqlite3_column_int64(stmt, 13);
@@ -766,7 +760,7 @@ int kb_state_job_add(struct kb_state *st, int64_t *id_out, int64_t repo_id,
 
 	if (!head_sha || !*head_sha || !operator_path || !*operator_path)
 		return error("job for pr %lld needs a head sha and an operator", (long long)pr_number);
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	if (prepare(st, &stmt,
 		    "INSERT INTO jobs (repository_id, pr_number, head_sha, operator, state,"
@@ -809,7 +803,7 @@ int kb_state_job_add(struct kb_state *st, int64_t *id_out, int64_t repo_id,
 	rc = KB_EEXISTS;
 out:
 	sqlite3_finalize(stmt);
-	return txn_leave(st, own, rc);
+	return kb_state_txn_leave(st, own, rc);
 }
 
 int kb_state_job_set_state(struct kb_state *st, int64_t id, enum kb_job_state state,
@@ -822,7 +816,7 @@ int kb_state_job_set_state(struct kb_state *st, int64_t id, enum kb_job_state st
 
 	if (!name)
 		return error("unknown job state %d", (int)state);
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	if (prepare(st, &stmt,
 		    "UPDATE jobs SET state = ?1, stage = coalesce(?2, stage), error = ?3,"
@@ -846,7 +840,7 @@ int kb_state_job_set_state(struct kb_state *st, int64_t id, enum kb_job_state st
 	rc = sqlite3_changes(st->db) ? 0 : KB_ENOTFOUND;
 out:
 	sqlite3_finalize(stmt);
-	return txn_leave(st, own, rc);
+	return kb_state_txn_leave(st, own, rc);
 }
 
 int kb_state_job_get(struct kb_state *st, int64_t id, struct kb_job *out)
@@ -875,14 +869,25 @@ int kb_state_job_get(struct kb_state *st, int64_t id, struct kb_job *out)
 	return rc;
 }
 
+static int job_row(sqlite3_stmt *stmt, void *elem, void *payload)
+{
+	return read_job_row(payload, stmt, elem);
+}
+
+static void job_row_release(void *elem)
+{
+	kb_job_release(elem);
+}
+
 int kb_state_jobs_foreach(struct kb_state *st, const char *state_filter,
 			  int (*cb)(const struct kb_job *job, void *payload), void *payload)
 {
 	sqlite3_stmt *stmt = NULL;
-	struct kb_job *jobs = NULL;
-	size_t nr = 0, alloc = 0;
+	struct kb_job *jobs;
+	void *rows = NULL;
+	size_t nr = 0;
 	enum kb_job_state filter;
-	int rc = -1, step;
+	int rc;
 
 	if (state_filter && kb_job_state_parse(state_filter, &filter))
 		return error("unknown job state '%s'", state_filter);
@@ -892,29 +897,13 @@ int kb_state_jobs_foreach(struct kb_state *st, const char *state_filter,
 		return -1;
 	if (state_filter)
 		sqlite3_bind_text(stmt, 1, state_filter, -1, SQLITE_STATIC);
-	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
-		if (nr == alloc) {
-			alloc = alloc ? 2 * alloc : 16;
-			jobs = xrealloc(jobs, alloc * sizeof(*jobs));
-		}
-		if (read_job_row(st, stmt, &jobs[nr])) {
-			kb_job_release(&jobs[nr]);
-			goto out;
-		}
-		nr++;
-	}
-	if (step != SQLITE_DONE) {
-		db_error(st, "could not list jobs");
-		goto out;
-	}
+	rc = kb_state_read_rows(st, stmt, "list jobs", sizeof(*jobs), &rows, &nr, job_row,
+				job_row_release, st);
 	/* the statement ends its read transaction before any callback runs */
 	sqlite3_finalize(stmt);
-	stmt = NULL;
-	rc = 0;
+	jobs = rows;
 	for (size_t i = 0; i < nr && !rc; i++)
 		rc = cb(&jobs[i], payload);
-out:
-	sqlite3_finalize(stmt);
 	for (size_t i = 0; i < nr; i++)
 		kb_job_release(&jobs[i]);
 	free(jobs);
@@ -930,7 +919,7 @@ int kb_state_job_claim_next(struct kb_state *st, struct kb_job *out)
 
 	memset(out, 0, sizeof(*out));
 	/* one writer transaction: nobody can claim the same row in between */
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	if (prepare(st, &stmt,
 		    "UPDATE jobs SET state = 'running', started_at = ?1, updated_at = ?1,"
@@ -963,7 +952,7 @@ int kb_state_job_claim_next(struct kb_state *st, struct kb_job *out)
 		rc = error("claimed job %lld vanished from '%s'", (long long)id, st->path);
 out:
 	sqlite3_finalize(stmt);
-	rc = txn_leave(st, own, rc);
+	rc = kb_state_txn_leave(st, own, rc);
 	if (rc)
 		kb_job_release(out);
 	return rc;
@@ -975,7 +964,7 @@ int kb_state_requeue_running(struct kb_state *st)
 	bool own;
 	int rc = -1;
 
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	if (prepare(st, &stmt,
 		    "UPDATE jobs SET state = 'queued', attempts = attempts + 1, updated_at = ?1"
@@ -990,7 +979,7 @@ int kb_state_requeue_running(struct kb_state *st)
 	rc = sqlite3_changes(st->db);
 out:
 	sqlite3_finalize(stmt);
-	rc = txn_leave(st, own, rc);
+	rc = kb_state_txn_leave(st, own, rc);
 	if (rc > 0)
 		log_info("state: requeued %d interrupted job%s", rc, rc == 1 ? "" : "s");
 	return rc;

@@ -92,8 +92,9 @@ const char *kb_state_path(const struct kb_state *st);
  * Statements for the modules that own tables (each module's *_db.c: jobs,
  * daemon, search, llm usage, templates). The raw handle stays inside
  * core/state: a module prepares its SQL here, then binds, steps and
- * finalizes the sqlite3_stmt itself. Nothing here logs; the caller words
- * the message, with kb_state_errmsg() for SQLite's part.
+ * finalizes the sqlite3_stmt itself. These calls do not log unless they
+ * say so; the caller words the message, with kb_state_error() or
+ * kb_state_errmsg() for SQLite's part.
  */
 /* Prepare one statement; -1 with *stmt NULL when SQLite refuses it. */
 int kb_state_prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql);
@@ -117,6 +118,70 @@ bool kb_state_in_transaction(struct kb_state *st);
 void kb_state_bind_text(sqlite3_stmt *stmt, int i, const char *s);
 /* Bind id, or NULL when id <= 0 (a reference to no row). */
 void kb_state_bind_id(sqlite3_stmt *stmt, int i, int64_t id);
+
+/* --- statement helpers shared by the *_db.c files (state_stmt.c) --- */
+
+/* Log "<what> in '<state path>': <SQLite's message>"; returns -1. */
+int kb_state_error(struct kb_state *st, const char *what);
+/* kb_state_prepare, logged as kb_state_error(st, what) when SQLite refuses it. */
+int kb_state_prepare_logged(struct kb_state *st, sqlite3_stmt **stmt, const char *sql,
+			    const char *what);
+/* Column col as a new string, or NULL for an SQL NULL. */
+char *kb_state_column_strdup(sqlite3_stmt *stmt, int col);
+/* Bind v, or NULL when v is not finite (NAN: "not measured"). */
+void kb_state_bind_real(sqlite3_stmt *stmt, int i, double v);
+/*
+ * Bind the arguments from parameter 1 on, one letter of types each:
+ * 'i' int64_t, 'I' int64_t id (kb_state_bind_id), 'd' double, 'r' double
+ * (kb_state_bind_real), 't' const char * (copied; NULL binds NULL).
+ * -1 (logged) for an unknown letter, a letter count other than the
+ * statement's parameter count, or a value SQLite refuses.
+ */
+int kb_state_vbind(struct kb_state *st, sqlite3_stmt *stmt, const char *types, va_list ap);
+/*
+ * One statement that returns no rows: prepare sql, bind the arguments
+ * (kb_state_vbind), step it, finalize it. *changes (may be NULL) gets the
+ * rows changed. 0, or -1 logged as "could not <what> in '<state path>':
+ * <SQLite's message>".
+ */
+int kb_state_run(struct kb_state *st, int *changes, const char *what, const char *sql,
+		 const char *types, ...);
+/*
+ * Prepare sql, bind the arguments (kb_state_vbind) and step to its first
+ * row: 1 with *stmt on that row, KB_ENOTFOUND (nothing logged) without
+ * one, -1 logged as kb_state_run does. The caller finalizes *stmt in every
+ * case (it may be NULL).
+ */
+int kb_state_query_row(struct kb_state *st, sqlite3_stmt **stmt, const char *what,
+		       const char *sql, const char *types, ...);
+/*
+ * The first column of a one-row query as int64 into *out: 0, KB_ENOTFOUND
+ * (nothing logged) without a row, -1 logged as kb_state_run does.
+ */
+int kb_state_query_int(struct kb_state *st, int64_t *out, const char *what, const char *sql,
+		       const char *types, ...);
+
+/*
+ * Step stmt to its end, each row read by read_row into the next element
+ * (elem_size bytes) of a growing array: *out (free it) and *n. read_row
+ * returns 0, or -1 (logged) to stop. On failure every element read so far,
+ * the one read_row failed on included, goes to release, *out is NULL and
+ * *n 0; -1, logged as kb_state_run does for a failed step. The caller
+ * finalizes stmt.
+ */
+int kb_state_read_rows(struct kb_state *st, sqlite3_stmt *stmt, const char *what,
+		       size_t elem_size, void **out, size_t *n,
+		       int (*read_row)(sqlite3_stmt *stmt, void *elem, void *payload),
+		       void (*release)(void *elem), void *payload);
+
+/*
+ * A writing helper's own transaction: BEGIN IMMEDIATE when none is open,
+ * else a savepoint inside the caller's, so that a failed step undoes only
+ * itself. kb_state_txn_leave commits unless rc is KB_ERROR (named codes
+ * changed nothing, and commit) and returns rc, or -1 when it rolled back.
+ */
+int kb_state_txn_enter(struct kb_state *st, bool *own);
+int kb_state_txn_leave(struct kb_state *st, bool own, int rc);
 
 /* user_version of the open database (>= 0), or -1 after an error. */
 int kb_state_schema_version(struct kb_state *st);

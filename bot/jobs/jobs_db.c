@@ -10,102 +10,16 @@
  * statement; callers group them with kb_state_begin/commit.
  */
 
-static int bind_args(struct kb_state *st, sqlite3_stmt *stmt, const char *types, va_list ap)
-{
-	for (int i = 0; types[i]; i++) {
-		int rc;
-
-		switch (types[i]) {
-		case 'i':
-			rc = sqlite3_bind_int64(stmt, i + 1, va_arg(ap, int64_t));
-			break;
-		case 'd':
-			rc = sqlite3_bind_double(stmt, i + 1, va_arg(ap, double));
-			break;
-		case 't': {
-			const char *s = va_arg(ap, const char *);
-
-			rc = s ? sqlite3_bind_text(stmt, i + 1, s, -1, SQLITE_TRANSIENT)
-			       : sqlite3_bind_null(stmt, i + 1);
-			break;
-		}
-		default:
-			return error("internal error: bad bind type '%c'", types[i]);
-		}
-		if (rc != SQLITE_OK)
-			return error("could not bind a value in '%s': %s", kb_state_path(st),
-				     kb_state_errmsg(st));
-	}
-	return 0;
-}
-
-static int prep(struct kb_state *st, sqlite3_stmt **stmt, const char *sql)
-{
-	if (kb_state_prepare(st, stmt, sql)) {
-		return error("could not prepare a query in '%s': %s", kb_state_path(st),
-			     kb_state_errmsg(st));
-	}
-	return 0;
-}
-
 /*
- * Run one statement with bound arguments: types is one letter per "?"
- * ('i' int64_t, 'd' double, 't' const char * (NULL binds NULL)).
- * *changes (may be NULL) gets the rows changed. 0 or -1 (logged).
+ * One statement on the job loop's tables: types is one letter per "?"
+ * (kb_state_vbind: 'i' int64_t, 'd' double, 't' const char *, NULL binds
+ * NULL). jdb_run's *changes (may be NULL) gets the rows changed; jdb_int
+ * reads one int64, KB_ENOTFOUND (quiet) without a row. 0 or -1 (logged).
  */
-static int jdb_run(struct kb_state *st, int *changes, const char *sql, const char *types, ...)
-{
-	sqlite3_stmt *stmt;
-	va_list ap;
-	int rc = -1;
-
-	if (prep(st, &stmt, sql))
-		return -1;
-	va_start(ap, types);
-	if (bind_args(st, stmt, types, ap))
-		goto out;
-	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		error("could not update '%s': %s", kb_state_path(st), kb_state_errmsg(st));
-		goto out;
-	}
-	if (changes)
-		*changes = kb_state_changes(st);
-	rc = 0;
-out:
-	va_end(ap);
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-/* One int64 from a one-row query; KB_ENOTFOUND (quiet) when no row. */
-static int jdb_int(struct kb_state *st, int64_t *out, const char *sql, const char *types, ...)
-{
-	sqlite3_stmt *stmt;
-	va_list ap;
-	int rc = -1;
-
-	if (prep(st, &stmt, sql))
-		return -1;
-	va_start(ap, types);
-	if (bind_args(st, stmt, types, ap))
-		goto out;
-	rc = kb_state_step_one(st, stmt, "query");
-	if (rc == 1) {
-		*out = sqlite3_column_int64(stmt, 0);
-		rc = 0;
-	}
-out:
-	va_end(ap);
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-static char *col_dup(sqlite3_stmt *stmt, int col)
-{
-	const unsigned char *s = sqlite3_column_text(stmt, col);
-
-	return s ? xstrdup((const char *)s) : NULL;
-}
+#define jdb_run(st, changes, sql, ...) \
+	kb_state_run(st, changes, "update the job tables", sql, __VA_ARGS__)
+#define jdb_int(st, out, sql, ...) \
+	kb_state_query_int(st, out, "query the job tables", sql, __VA_ARGS__)
 
 void jtrigger_release(struct jtrigger *t)
 {
@@ -139,33 +53,21 @@ void jextra_release(struct jextra *x)
 static int trigger_query(struct kb_state *st, struct jtrigger *out, const char *sql,
 			 int64_t a, int64_t b)
 {
-	sqlite3_stmt *stmt;
-	int rc = -1;
+	sqlite3_stmt *stmt = NULL;
+	int rc;
 
 	jtrigger_release(out);
-	if (prep(st, &stmt, sql))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, a);
-	if (b)
-		sqlite3_bind_int64(stmt, 2, b);
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW:
+	rc = kb_state_query_row(st, &stmt, "read a trigger", sql, b ? "ii" : "i", a, b);
+	if (rc == 1) {
 		out->id = sqlite3_column_int64(stmt, 0);
 		out->repo_id = sqlite3_column_int64(stmt, 1);
 		out->pr = sqlite3_column_int64(stmt, 2);
-		out->repo = col_dup(stmt, 3);
-		out->head_sha = col_dup(stmt, 4);
-		out->actor = col_dup(stmt, 5);
-		out->source = col_dup(stmt, 6);
-		out->state = col_dup(stmt, 7);
+		out->repo = kb_state_column_strdup(stmt, 3);
+		out->head_sha = kb_state_column_strdup(stmt, 4);
+		out->actor = kb_state_column_strdup(stmt, 5);
+		out->source = kb_state_column_strdup(stmt, 6);
+		out->state = kb_state_column_strdup(stmt, 7);
 		rc = 0;
-		break;
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		error("could not read a trigger from '%s': %s", kb_state_path(st),
-		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -186,30 +88,20 @@ int jdb_trigger_active(struct kb_state *st, struct jtrigger *out, int64_t repo_i
 int jdb_object_get(struct kb_state *st, struct jobject *out, int64_t repo_id,
 		   const char *kind, const char *marker)
 {
-	sqlite3_stmt *stmt;
-	int rc = -1;
+	sqlite3_stmt *stmt = NULL;
+	int rc;
 
 	jobject_release(out);
-	if (prep(st, &stmt, "SELECT id, remote_id, url, body_hash FROM forge_objects "
-			    "WHERE repository_id = ? AND kind = ? AND marker = ?"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, repo_id);
-	sqlite3_bind_text(stmt, 2, kind, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 3, marker, -1, SQLITE_STATIC);
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW:
+	rc = kb_state_query_row(st, &stmt, "read forge objects",
+				"SELECT id, remote_id, url, body_hash FROM forge_objects"
+				" WHERE repository_id = ? AND kind = ? AND marker = ?",
+				"itt", repo_id, kind, marker);
+	if (rc == 1) {
 		out->id = sqlite3_column_int64(stmt, 0);
-		out->remote_id = col_dup(stmt, 1);
-		out->url = col_dup(stmt, 2);
-		out->body_hash = col_dup(stmt, 3);
+		out->remote_id = kb_state_column_strdup(stmt, 1);
+		out->url = kb_state_column_strdup(stmt, 2);
+		out->body_hash = kb_state_column_strdup(stmt, 3);
 		rc = 0;
-		break;
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		error("could not read forge objects from '%s': %s", kb_state_path(st),
-		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -235,29 +127,20 @@ int jdb_object_put(struct kb_state *st, int64_t repo_id, int64_t job_id, const c
 
 int jdb_extra_get(struct kb_state *st, struct jextra *out, int64_t job_id)
 {
-	sqlite3_stmt *stmt;
-	int rc = -1;
+	sqlite3_stmt *stmt = NULL;
+	int rc;
 
 	jextra_release(out);
-	if (prep(st, &stmt, "SELECT trigger_id, progress, best_speedup, reviewed_speedup, result "
-			    "FROM jobs WHERE id = ?"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, job_id);
-	switch (sqlite3_step(stmt)) {
-	case SQLITE_ROW:
+	rc = kb_state_query_row(st, &stmt, "read a job's progress",
+				"SELECT trigger_id, progress, best_speedup, reviewed_speedup, result"
+				" FROM jobs WHERE id = ?", "i", job_id);
+	if (rc == 1) {
 		out->trigger_id = sqlite3_column_int64(stmt, 0);
-		out->progress = col_dup(stmt, 1);
+		out->progress = kb_state_column_strdup(stmt, 1);
 		out->best_speedup = sqlite3_column_double(stmt, 2);
 		out->reviewed_speedup = sqlite3_column_double(stmt, 3);
-		out->result = col_dup(stmt, 4);
+		out->result = kb_state_column_strdup(stmt, 4);
 		rc = 0;
-		break;
-	case SQLITE_DONE:
-		rc = KB_ENOTFOUND;
-		break;
-	default:
-		error("could not read job %lld from '%s': %s", (long long)job_id, kb_state_path(st),
-		      kb_state_errmsg(st));
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -405,16 +288,16 @@ int jdb_trigger_rows(struct kb_state *st, int64_t tid, struct jrow **rows, size_
 		}
 		row = &(*rows)[(*nr)++];
 		row->id = sqlite3_column_int64(stmt, 0);
-		row->operator_path = col_dup(stmt, 1);
-		row->state = col_dup(stmt, 2);
-		row->stage = col_dup(stmt, 3);
-		row->progress = col_dup(stmt, 4);
+		row->operator_path = kb_state_column_strdup(stmt, 1);
+		row->state = kb_state_column_strdup(stmt, 2);
+		row->stage = kb_state_column_strdup(stmt, 3);
+		row->progress = kb_state_column_strdup(stmt, 4);
 		row->best_speedup = sqlite3_column_double(stmt, 5);
-		row->error = col_dup(stmt, 6);
-		row->result = col_dup(stmt, 7);
+		row->error = kb_state_column_strdup(stmt, 6);
+		row->result = kb_state_column_strdup(stmt, 7);
 		row->started_at = sqlite3_column_int64(stmt, 8);
 		row->finished_at = sqlite3_column_int64(stmt, 9);
-		row->head_sha = col_dup(stmt, 10);
+		row->head_sha = kb_state_column_strdup(stmt, 10);
 	}
 	sqlite3_finalize(stmt);
 	return 0;

@@ -10,17 +10,9 @@
  * itself are in usage.c.
  */
 
-static int db_fail(struct kb_state *st, const char *what)
-{
-	return error("could not %s in '%s': %s", what, kb_state_path(st),
-		     kb_state_errmsg(st));
-}
-
 static int prep(struct kb_state *st, sqlite3_stmt **stmt, const char *sql)
 {
-	if (kb_state_prepare(st, stmt, sql))
-		return db_fail(st, "prepare an llm_calls query");
-	return 0;
+	return kb_state_prepare_logged(st, stmt, sql, "could not prepare an llm_calls query");
 }
 
 int kb_llm_usage_record(struct kb_state *st, const struct kb_llm_call_info *info,
@@ -51,7 +43,7 @@ int kb_llm_usage_record(struct kb_state *st, const struct kb_llm_call_info *info
 	sqlite3_bind_text(stmt, 12, resp->buf, (int)resp->len, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(stmt, 13, kb_wall_s());
 	if (sqlite3_step(stmt) != SQLITE_DONE) {
-		db_fail(st, "record an llm call");
+		kb_state_error(st, "could not record an llm call");
 		goto out;
 	}
 	if (id_out)
@@ -68,16 +60,13 @@ int kb_llm_usage_lookup(struct kb_state *st, const char *call_key, struct kb_llm
 		"SELECT model, prompt_tokens, completion_tokens, cost_usd, response"
 		" FROM llm_calls WHERE call_key = ? AND status = 'ok' AND response IS NOT NULL"
 		" ORDER BY id DESC LIMIT 1";
-	sqlite3_stmt *stmt;
-	int rc = -1;
+	sqlite3_stmt *stmt = NULL;
+	int rc;
 
 	kb_llm_reply_release(reply);
 	if (!call_key)
 		return KB_ENOTFOUND;
-	if (prep(st, &stmt, sql))
-		return -1;
-	sqlite3_bind_text(stmt, 1, call_key, -1, SQLITE_TRANSIENT);
-	rc = kb_state_step_one(st, stmt, "look up an llm call");
+	rc = kb_state_query_row(st, &stmt, "look up an llm call", sql, "t", call_key);
 	if (rc == 1) {
 		const char *model = (const char *)sqlite3_column_text(stmt, 0);
 		const void *text = sqlite3_column_blob(stmt, 4);
@@ -102,24 +91,22 @@ int kb_llm_usage_lookup(struct kb_state *st, const char *call_key, struct kb_llm
 
 static int totals(struct kb_state *st, const char *sql, int64_t arg, struct kb_llm_usage *out)
 {
-	sqlite3_stmt *stmt;
-	int rc = -1;
+	sqlite3_stmt *stmt = NULL;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (prep(st, &stmt, sql))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, arg);
-	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		db_fail(st, "sum llm calls");
-		goto out;
+	/* an aggregate: always one row */
+	rc = kb_state_query_row(st, &stmt, "sum llm calls", sql, "i", arg);
+	if (rc == 1) {
+		out->calls = sqlite3_column_int64(stmt, 0);
+		out->prompt_tokens = sqlite3_column_int64(stmt, 1);
+		out->completion_tokens = sqlite3_column_int64(stmt, 2);
+		out->cost_usd = sqlite3_column_double(stmt, 3);
+		out->failed = sqlite3_column_int64(stmt, 4);
+		rc = 0;
+	} else if (rc == KB_ENOTFOUND) {
+		rc = error("no sum of llm calls in '%s'", kb_state_path(st));
 	}
-	out->calls = sqlite3_column_int64(stmt, 0);
-	out->prompt_tokens = sqlite3_column_int64(stmt, 1);
-	out->completion_tokens = sqlite3_column_int64(stmt, 2);
-	out->cost_usd = sqlite3_column_double(stmt, 3);
-	out->failed = sqlite3_column_int64(stmt, 4);
-	rc = 0;
-out:
 	sqlite3_finalize(stmt);
 	return rc;
 }

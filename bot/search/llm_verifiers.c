@@ -72,21 +72,42 @@ void kb_verifier_stats_add(struct kb_verifier_stats *s, bool predicted_bad, bool
 		s->tn++;
 }
 
+/* 1 bad, 0 good, -1 no ground truth (the harness's verdict is the truth) */
+static int truth(const char *verdict)
+{
+	if (!verdict)
+		return -1;
+	if (!strcmp(verdict, "verified"))
+		return 0;
+	if (!strcmp(verdict, "rejected") || !strcmp(verdict, "build"))
+		return 1;
+	return -1;
+}
+
 int kb_verifier_stats_add_candidate(struct kb_verifier_stats *s, const cJSON *verifiers,
 				    const char *verdict)
 {
 	const cJSON *pass = cJSON_GetObjectItemCaseSensitive(verifiers, "pass");
-	bool bad;
+	int bad = truth(verdict);
 
-	if (!cJSON_IsBool(pass) || !verdict)
+	if (!cJSON_IsBool(pass) || bad < 0)
 		return 0;
-	if (!strcmp(verdict, "verified"))
-		bad = false;
-	else if (!strcmp(verdict, "rejected") || !strcmp(verdict, "build"))
-		bad = true;
-	else
+	kb_verifier_stats_add(s, cJSON_IsFalse(pass), bad == 1);
+	return 1;
+}
+
+int kb_verifier_stats_add_one(struct kb_verifier_stats *s, const cJSON *verifiers,
+			      enum kb_soft_verifier v, const char *verdict)
+{
+	const cJSON *one = cJSON_GetObjectItemCaseSensitive(verifiers, kb_soft_verifier_name(v));
+	const cJSON *said = cJSON_GetObjectItemCaseSensitive(one, "verdict");
+	int bad = truth(verdict);
+
+	if (!cJSON_IsString(said) || bad < 0)
 		return 0;
-	kb_verifier_stats_add(s, cJSON_IsFalse(pass), bad);
+	if (strcmp(said->valuestring, "PASS") && strcmp(said->valuestring, "FAIL"))
+		return 0;
+	kb_verifier_stats_add(s, !strcmp(said->valuestring, "FAIL"), bad == 1);
 	return 1;
 }
 
@@ -186,7 +207,9 @@ int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass)
 			continue;
 		}
 		verdict = kb_soft_verdict_parse(reply.text.buf);
-		answered++;
+		/* a reply with no verdict line is no prediction: neither a pass nor a veto */
+		if (verdict >= 0)
+			answered++;
 		cJSON_AddStringToObject(one, "verdict", verdict == 1 ? "PASS" : verdict == 0 ? "FAIL" : "none");
 		cJSON_AddStringToObject(one, "model", reply.model);
 		strbuf_reset(&note);

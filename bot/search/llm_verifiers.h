@@ -51,6 +51,13 @@ void kb_verifier_stats_add(struct kb_verifier_stats *s, bool predicted_bad, bool
  */
 int kb_verifier_stats_add_candidate(struct kb_verifier_stats *s, const cJSON *verifiers,
 				    const char *verdict);
+/*
+ * The same for one verifier alone (its own PASS or FAIL in verifiers.NAME;
+ * a verifier that gave none is not counted): each verifier's precision
+ * and recall, so that one that only adds noise can be told and turned off.
+ */
+int kb_verifier_stats_add_one(struct kb_verifier_stats *s, const cJSON *verifiers,
+			      enum kb_soft_verifier v, const char *verdict);
 /* tp / (tp + fp) and tp / (tp + fn); NAN when the denominator is 0. */
 double kb_verifier_precision(const struct kb_verifier_stats *s);
 double kb_verifier_recall(const struct kb_verifier_stats *s);

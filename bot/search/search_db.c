@@ -122,85 +122,30 @@ void kb_search_call_key(struct strbuf *out, const char *call_base, int64_t gener
 		    (long long)island, (long long)slot, purpose, (long long)attempt);
 }
 
-/* --- sqlite helpers --- */
+/* --- sqlite helpers (the shared ones are in core/state.h) --- */
 
-static int db_error(struct kb_state *st, const char *what)
+/* j printed (free it), or NULL for NULL */
+static char *json_text(const cJSON *j)
 {
-	return error("%s in '%s': %s", what, kb_state_path(st), kb_state_errmsg(st));
-}
+	char *text = j ? cJSON_PrintUnformatted(j) : NULL;
 
-static int prepare(struct kb_state *st, sqlite3_stmt **stmt, const char *sql, const char *what)
-{
-	if (kb_state_prepare(st, stmt, sql)) {
-		return db_error(st, what);
-	}
-	return 0;
-}
-
-static int exec_sql(struct kb_state *st, const char *sql, const char *what)
-{
-	if (kb_state_exec(st, sql))
-		return db_error(st, what);
-	return 0;
-}
-
-/* Our own transaction, or a savepoint inside the caller's. */
-static int txn_enter(struct kb_state *st, bool *own)
-{
-	*own = !kb_state_in_transaction(st);
-	return exec_sql(st, *own ? "BEGIN IMMEDIATE" : "SAVEPOINT kb_search", "could not start a transaction");
-}
-
-static int txn_leave(struct kb_state *st, bool own, int rc)
-{
-	if (rc != KB_ERROR) {
-		if (!exec_sql(st, own ? "COMMIT" : "RELEASE kb_search", "could not commit"))
-			return rc;
-		rc = KB_ERROR;
-	}
-	if (own) {
-		if (kb_state_in_transaction(st))
-			kb_state_exec(st, "ROLLBACK");
-	} else if (kb_state_in_transaction(st)) {
-		kb_state_exec(st, "ROLLBACK TO kb_search");
-		kb_state_exec(st, "RELEASE kb_search");
-	}
-	return rc;
-}
-
-static void bind_real_or_null(sqlite3_stmt *stmt, int i, double v)
-{
-	if (isfinite(v))
-		sqlite3_bind_double(stmt, i, v);
-	else
-		sqlite3_bind_null(stmt, i);
-}
-
-static void bind_json_or_null(sqlite3_stmt *stmt, int i, const cJSON *j)
-{
-	char *text;
-
-	if (!j) {
-		sqlite3_bind_null(stmt, i);
-		return;
-	}
-	text = cJSON_PrintUnformatted(j);
-	if (!text)
+	if (j && !text)
 		die("out of memory");
-	sqlite3_bind_text(stmt, i, text, -1, free);
+	return text;
 }
 
 enum stored { STORED_PLAIN, STORED_EVIDENCE, STORED_BUILD, STORED_INFO };
 
 /*
- * Bind what a candidate's or a search's outcome may keep long-term: every
- * string redacted, and none of the output of untrusted processes
+ * What a candidate's or a search's outcome may keep long-term, printed:
+ * every string redacted, and none of the output of untrusted processes
  * (kb_evidence_scrub; a build object's compiler errors). The search keeps
  * the unscrubbed objects in memory, for its repair prompts.
  */
-static void bind_stored(sqlite3_stmt *stmt, int i, const cJSON *j, enum stored kind)
+static char *stored_text(const cJSON *j, enum stored kind)
 {
 	cJSON *copy = j ? cJSON_Duplicate(j, true) : NULL;
+	char *text;
 
 	if (j && !copy)
 		die("out of memory");
@@ -211,15 +156,19 @@ static void bind_stored(sqlite3_stmt *stmt, int i, const cJSON *j, enum stored k
 	else if (kind == STORED_INFO)
 		kb_evidence_scrub(cJSON_GetObjectItemCaseSensitive(copy, "evidence"));
 	kb_redact_json(copy, KB_REDACT_FIELD_MAX);
-	bind_json_or_null(stmt, i, copy);
+	text = json_text(copy);
 	cJSON_Delete(copy);
+	return text;
 }
 
-static char *col_strdup(sqlite3_stmt *stmt, int i)
+static void bind_stored(sqlite3_stmt *stmt, int i, const cJSON *j, enum stored kind)
 {
-	const char *s = (const char *)sqlite3_column_text(stmt, i);
+	char *text = stored_text(j, kind);
 
-	return s ? xstrdup(s) : NULL;
+	if (text)
+		sqlite3_bind_text(stmt, i, text, -1, free);
+	else
+		sqlite3_bind_null(stmt, i);
 }
 
 static cJSON *col_json(sqlite3_stmt *stmt, int i)
@@ -253,13 +202,13 @@ void kb_search_row_release(struct kb_search_row *r)
 static void search_from_row(sqlite3_stmt *stmt, struct kb_search_row *r)
 {
 	r->id = sqlite3_column_int64(stmt, 0);
-	r->key = col_strdup(stmt, 1);
+	r->key = kb_state_column_strdup(stmt, 1);
 	r->job_id = sqlite3_column_int64(stmt, 2);
-	r->operator_path = col_strdup(stmt, 3);
-	r->backend = col_strdup(stmt, 4);
-	r->pass = col_strdup(stmt, 5);
+	r->operator_path = kb_state_column_strdup(stmt, 3);
+	r->backend = kb_state_column_strdup(stmt, 4);
+	r->pass = kb_state_column_strdup(stmt, 5);
 	r->seed = (uint64_t)sqlite3_column_int64(stmt, 6);
-	r->state = col_strdup(stmt, 7);
+	r->state = kb_state_column_strdup(stmt, 7);
 	r->generation = sqlite3_column_int64(stmt, 8);
 	r->rng = (uint64_t)sqlite3_column_int64(stmt, 9);
 	r->best_candidate_id = sqlite3_column_int64(stmt, 10);
@@ -276,18 +225,11 @@ int kb_search_db_find(struct kb_state *st, const char *key, struct kb_search_row
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (prepare(st, &stmt, "SELECT " SEARCH_COLS " FROM searches WHERE key = ?1",
-		    "could not prepare the search lookup"))
-		return -1;
-	sqlite3_bind_text(stmt, 1, key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
+	rc = kb_state_query_row(st, &stmt, "look up a search",
+				"SELECT " SEARCH_COLS " FROM searches WHERE key = ?1", "t", key);
+	if (rc == 1) {
 		search_from_row(stmt, out);
 		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = KB_ENOTFOUND;
-	} else {
-		rc = db_error(st, "could not look up a search");
 	}
 	sqlite3_finalize(stmt);
 	return rc;
@@ -297,31 +239,23 @@ int kb_search_db_create(struct kb_state *st, struct kb_search_row *r)
 {
 	sqlite3_stmt *stmt = NULL;
 	int64_t now = kb_wall_s();
-	int rc = -1;
+	int rc;
 
-	if (prepare(st, &stmt,
-		    "INSERT INTO searches (key, job_id, operator, backend, pass, seed, rng, started_at, updated_at)"
-		    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id",
-		    "could not prepare the search insert"))
-		return -1;
-	sqlite3_bind_text(stmt, 1, r->key, -1, SQLITE_STATIC);
-	kb_state_bind_id(stmt, 2, r->job_id);
-	sqlite3_bind_text(stmt, 3, r->operator_path ? r->operator_path : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 4, r->backend ? r->backend : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 5, r->pass ? r->pass : "forward", -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 6, (int64_t)r->seed);
-	sqlite3_bind_int64(stmt, 7, (int64_t)r->rng);
-	sqlite3_bind_int64(stmt, 8, now);
-	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		db_error(st, "could not create the search");
-		goto out;
+	rc = kb_state_query_row(st, &stmt, "create the search",
+				"INSERT INTO searches (key, job_id, operator, backend, pass, seed, rng,"
+				" started_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+				" RETURNING id", "tItttiii", r->key, r->job_id,
+				r->operator_path ? r->operator_path : "", r->backend ? r->backend : "",
+				r->pass ? r->pass : "forward", (int64_t)r->seed, (int64_t)r->rng, now);
+	if (rc == 1) {
+		r->id = sqlite3_column_int64(stmt, 0);
+		r->started_at = r->updated_at = now;
+		free(r->state);
+		r->state = xstrdup("running");
+		rc = 0;
+	} else {
+		rc = -1; /* RETURNING: a row unless it failed */
 	}
-	r->id = sqlite3_column_int64(stmt, 0);
-	r->started_at = r->updated_at = now;
-	free(r->state);
-	r->state = xstrdup("running");
-	rc = 0;
-out:
 	sqlite3_finalize(stmt);
 	return rc;
 }
@@ -352,56 +286,27 @@ int kb_search_db_fresh_key(struct kb_state *st, const char *base, struct strbuf 
 
 int kb_search_db_checkpoint(struct kb_state *st, const struct kb_search_row *r)
 {
-	sqlite3_stmt *stmt = NULL;
-	int rc = -1;
-
-	if (prepare(st, &stmt,
-		    "UPDATE searches SET generation = ?2, rng = ?3, best_candidate_id = ?4, wall_s = ?5,"
-		    " updated_at = ?6 WHERE id = ?1",
-		    "could not prepare the search update"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, r->id);
-	sqlite3_bind_int64(stmt, 2, r->generation);
-	sqlite3_bind_int64(stmt, 3, (int64_t)r->rng);
-	kb_state_bind_id(stmt, 4, r->best_candidate_id);
-	sqlite3_bind_double(stmt, 5, r->wall_s);
-	sqlite3_bind_int64(stmt, 6, kb_wall_s());
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		db_error(st, "could not update the search");
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
-	return rc;
+	return kb_state_run(st, NULL, "update the search",
+			    "UPDATE searches SET generation = ?2, rng = ?3, best_candidate_id = ?4,"
+			    " wall_s = ?5, updated_at = ?6 WHERE id = ?1",
+			    "iiiIdi", r->id, r->generation, (int64_t)r->rng, r->best_candidate_id,
+			    r->wall_s, kb_wall_s());
 }
 
 int kb_search_db_set_state(struct kb_state *st, int64_t id, const char *state, const cJSON *info,
 			   double wall_s)
 {
-	sqlite3_stmt *stmt = NULL;
+	char *text = stored_text(info, STORED_INFO);
 	int64_t now = kb_wall_s();
-	int rc = -1;
+	int changes = 0, rc;
 
-	if (prepare(st, &stmt,
-		    "UPDATE searches SET state = ?2, info = coalesce(?3, info), wall_s = ?4, updated_at = ?5,"
-		    " finished_at = ?6 WHERE id = ?1",
-		    "could not prepare the search state update"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, id);
-	sqlite3_bind_text(stmt, 2, state, -1, SQLITE_STATIC);
-	bind_stored(stmt, 3, info, STORED_INFO);
-	sqlite3_bind_double(stmt, 4, wall_s);
-	sqlite3_bind_int64(stmt, 5, now);
-	if (strcmp(state, "running"))
-		sqlite3_bind_int64(stmt, 6, now);
-	else
-		sqlite3_bind_null(stmt, 6);
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		db_error(st, "could not set the search's state");
-	else if (kb_state_changes(st) != 1)
-		error("no search %lld to update", (long long)id);
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
+	rc = kb_state_run(st, &changes, "set the search's state",
+			  "UPDATE searches SET state = ?2, info = coalesce(?3, info), wall_s = ?4,"
+			  " updated_at = ?5, finished_at = ?6 WHERE id = ?1",
+			  "ittdiI", id, state, text, wall_s, now, strcmp(state, "running") ? now : (int64_t)0);
+	free(text);
+	if (!rc && changes != 1)
+		rc = error("no search %lld to update", (long long)id);
 	return rc;
 }
 
@@ -439,25 +344,9 @@ void kb_search_cand_free(struct kb_search_cand *c)
 
 static int cand_id_by_hash(struct kb_state *st, int64_t search_id, const char *hash, int64_t *id)
 {
-	sqlite3_stmt *stmt = NULL;
-	int rc;
-
-	if (prepare(st, &stmt, "SELECT id FROM candidates WHERE search_id = ?1 AND source_hash = ?2",
-		    "could not prepare the candidate lookup"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, search_id);
-	sqlite3_bind_text(stmt, 2, hash, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
-		*id = sqlite3_column_int64(stmt, 0);
-		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = KB_ENOTFOUND;
-	} else {
-		rc = db_error(st, "could not look up a candidate");
-	}
-	sqlite3_finalize(stmt);
-	return rc;
+	return kb_state_query_int(st, id, "look up a candidate",
+				  "SELECT id FROM candidates WHERE search_id = ?1 AND source_hash = ?2",
+				  "it", search_id, hash);
 }
 
 /* A candidate's outcome, the same eight columns in the insert and the
@@ -467,8 +356,8 @@ static void bind_outcome(sqlite3_stmt *stmt, int first, const struct kb_search_c
 {
 	sqlite3_bind_text(stmt, first, c->verdict, -1, SQLITE_STATIC);
 	bind_stored(stmt, first + 1, c->reasons, STORED_PLAIN);
-	bind_real_or_null(stmt, first + 2, c->speedup);
-	bind_real_or_null(stmt, first + 3, c->speedup_compile);
+	kb_state_bind_real(stmt, first + 2, c->speedup);
+	kb_state_bind_real(stmt, first + 3, c->speedup_compile);
 	bind_stored(stmt, first + 4, c->evidence, STORED_EVIDENCE);
 	if (c->cell >= 0)
 		sqlite3_bind_int(stmt, first + 5, c->cell);
@@ -485,7 +374,7 @@ int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_s
 	bool own;
 	int rc;
 
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
 	rc = cand_id_by_hash(st, search_id, c->hash, &id);
 	if (!rc) {
@@ -496,7 +385,7 @@ int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_s
 	if (rc != KB_ENOTFOUND)
 		goto out;
 	rc = -1;
-	if (prepare(st, &stmt,
+	if (kb_state_prepare_logged(st, &stmt,
 		    "INSERT INTO candidates (search_id, parent_id, second_parent_id, proposer, model, prompt_id,"
 		    " call_key, source, source_hash, backend, generation, island, verdict, reasons, speedup,"
 		    " speedup_compile, evidence, cell, build_info, verifiers, created_at)"
@@ -521,14 +410,14 @@ int kb_search_db_cand_insert(struct kb_state *st, int64_t search_id, struct kb_s
 	bind_outcome(stmt, 13, c);
 	sqlite3_bind_int64(stmt, 21, c->created_at);
 	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		db_error(st, "could not insert a candidate");
+		kb_state_error(st, "could not insert a candidate");
 		goto out;
 	}
 	c->id = sqlite3_column_int64(stmt, 0);
 	rc = 0;
 out:
 	sqlite3_finalize(stmt);
-	return txn_leave(st, own, rc);
+	return kb_state_txn_leave(st, own, rc);
 }
 
 int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c)
@@ -536,7 +425,7 @@ int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c
 	sqlite3_stmt *stmt = NULL;
 	int rc = -1;
 
-	if (prepare(st, &stmt,
+	if (kb_state_prepare_logged(st, &stmt,
 		    "UPDATE candidates SET verdict = ?2, reasons = ?3, speedup = ?4, speedup_compile = ?5,"
 		    " evidence = ?6, cell = ?7, build_info = ?8, verifiers = ?9 WHERE id = ?1",
 		    "could not prepare the candidate update"))
@@ -544,7 +433,7 @@ int kb_search_db_cand_update(struct kb_state *st, const struct kb_search_cand *c
 	sqlite3_bind_int64(stmt, 1, c->id);
 	bind_outcome(stmt, 2, c);
 	if (sqlite3_step(stmt) != SQLITE_DONE)
-		db_error(st, "could not update a candidate");
+		kb_state_error(st, "could not update a candidate");
 	else if (kb_state_changes(st) != 1)
 		error("no candidate %lld to update", (long long)c->id);
 	else
@@ -565,14 +454,14 @@ static void cand_from_row(sqlite3_stmt *stmt, struct kb_search_cand *c)
 	c->id = sqlite3_column_int64(stmt, 0);
 	c->parent_id = sqlite3_column_int64(stmt, 1);
 	c->second_parent_id = sqlite3_column_int64(stmt, 2);
-	c->proposer = col_strdup(stmt, 3);
-	c->model = col_strdup(stmt, 4);
+	c->proposer = kb_state_column_strdup(stmt, 3);
+	c->model = kb_state_column_strdup(stmt, 4);
 	c->prompt_id = sqlite3_column_int64(stmt, 5);
-	c->call_key = col_strdup(stmt, 6);
-	c->source = col_strdup(stmt, 7);
+	c->call_key = kb_state_column_strdup(stmt, 6);
+	c->source = kb_state_column_strdup(stmt, 7);
 	s = (const char *)sqlite3_column_text(stmt, 8);
 	kb_strlcpy(c->hash, s ? s : "", sizeof(c->hash));
-	c->backend = col_strdup(stmt, 9);
+	c->backend = kb_state_column_strdup(stmt, 9);
 	c->generation = sqlite3_column_int64(stmt, 10);
 	c->island = sqlite3_column_int64(stmt, 11);
 	s = (const char *)sqlite3_column_text(stmt, 12);
@@ -592,59 +481,49 @@ int kb_search_db_cand_get(struct kb_state *st, int64_t id, struct kb_search_cand
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	if (prepare(st, &stmt, "SELECT " CAND_COLS " FROM candidates WHERE id = ?1",
-		    "could not prepare the candidate read"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, id);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
+	rc = kb_state_query_row(st, &stmt, "read a candidate",
+				"SELECT " CAND_COLS " FROM candidates WHERE id = ?1", "i", id);
+	if (rc == 1) {
 		kb_search_cand_release(out);
 		cand_from_row(stmt, out);
 		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = KB_ENOTFOUND;
-	} else {
-		rc = db_error(st, "could not read a candidate");
 	}
 	sqlite3_finalize(stmt);
 	return rc;
+}
+
+static int cand_row(sqlite3_stmt *stmt, void *elem, void *payload)
+{
+	struct kb_search_cand **c = elem;
+
+	*c = xmalloc(sizeof(**c));
+	cand_from_row(stmt, *c);
+	return 0;
+}
+
+static void cand_row_free(void *elem)
+{
+	kb_search_cand_free(*(struct kb_search_cand **)elem);
 }
 
 int kb_search_db_cands_load(struct kb_state *st, int64_t search_id, struct kb_search_cand ***out,
 			    size_t *n)
 {
 	sqlite3_stmt *stmt = NULL;
-	struct kb_search_cand **v = NULL;
-	size_t nr = 0, alloc = 0;
-	int rc = -1, step;
+	void *rows = NULL;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (prepare(st, &stmt, "SELECT " CAND_COLS " FROM candidates WHERE search_id = ?1 ORDER BY id",
-		    "could not prepare the candidates read"))
+	if (kb_state_prepare_logged(st, &stmt,
+				    "SELECT " CAND_COLS " FROM candidates WHERE search_id = ?1 ORDER BY id",
+				    "could not prepare the candidates read"))
 		return -1;
 	sqlite3_bind_int64(stmt, 1, search_id);
-	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
-		if (nr == alloc) {
-			alloc = alloc ? 2 * alloc : 16;
-			v = xrealloc(v, alloc * sizeof(*v));
-		}
-		v[nr] = xmalloc(sizeof(*v[nr]));
-		cand_from_row(stmt, v[nr]);
-		nr++;
-	}
-	if (step != SQLITE_DONE) {
-		db_error(st, "could not read the candidates");
-		for (size_t i = 0; i < nr; i++)
-			kb_search_cand_free(v[i]);
-		free(v);
-		goto out;
-	}
-	*out = v;
-	*n = nr;
-	rc = 0;
-out:
+	rc = kb_state_read_rows(st, stmt, "read the candidates", sizeof(**out), &rows, n,
+				cand_row, cand_row_free, NULL);
 	sqlite3_finalize(stmt);
+	*out = rows;
 	return rc;
 }
 
@@ -657,15 +536,15 @@ int kb_search_db_archive_save(struct kb_state *st, int64_t search_id, const stru
 	bool own;
 	int rc = -1;
 
-	if (txn_enter(st, &own))
+	if (kb_state_txn_enter(st, &own))
 		return -1;
-	if (prepare(st, &del, "DELETE FROM archive_cells WHERE search_id = ?1", "could not prepare the archive reset") ||
-	    prepare(st, &ins, "INSERT INTO archive_cells (search_id, island, cell, candidate_id, fitness, chosen,"
+	if (kb_state_prepare_logged(st, &del, "DELETE FROM archive_cells WHERE search_id = ?1", "could not prepare the archive reset") ||
+	    kb_state_prepare_logged(st, &ins, "INSERT INTO archive_cells (search_id, island, cell, candidate_id, fitness, chosen,"
 		    " updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", "could not prepare the archive insert"))
 		goto out;
 	sqlite3_bind_int64(del, 1, search_id);
 	if (sqlite3_step(del) != SQLITE_DONE) {
-		db_error(st, "could not reset the archive");
+		kb_state_error(st, "could not reset the archive");
 		goto out;
 	}
 	for (size_t i = 0; i < a->nr_islands; i++)
@@ -683,7 +562,7 @@ int kb_search_db_archive_save(struct kb_state *st, int64_t search_id, const stru
 			sqlite3_bind_int64(ins, 6, (int64_t)e->chosen);
 			sqlite3_bind_int64(ins, 7, now);
 			if (sqlite3_step(ins) != SQLITE_DONE) {
-				db_error(st, "could not store an archive cell");
+				kb_state_error(st, "could not store an archive cell");
 				goto out;
 			}
 		}
@@ -691,7 +570,7 @@ int kb_search_db_archive_save(struct kb_state *st, int64_t search_id, const stru
 out:
 	sqlite3_finalize(del);
 	sqlite3_finalize(ins);
-	return txn_leave(st, own, rc);
+	return kb_state_txn_leave(st, own, rc);
 }
 
 int kb_search_db_archive_load(struct kb_state *st, int64_t search_id, struct kb_archive *a)
@@ -699,7 +578,7 @@ int kb_search_db_archive_load(struct kb_state *st, int64_t search_id, struct kb_
 	sqlite3_stmt *stmt = NULL;
 	int rc = -1, step;
 
-	if (prepare(st, &stmt, "SELECT island, cell, candidate_id, fitness, chosen FROM archive_cells"
+	if (kb_state_prepare_logged(st, &stmt, "SELECT island, cell, candidate_id, fitness, chosen FROM archive_cells"
 		    " WHERE search_id = ?1", "could not prepare the archive read"))
 		return -1;
 	sqlite3_bind_int64(stmt, 1, search_id);
@@ -716,7 +595,7 @@ int kb_search_db_archive_load(struct kb_state *st, int64_t search_id, struct kb_
 		e->chosen = (uint64_t)sqlite3_column_int64(stmt, 4);
 	}
 	if (step != SQLITE_DONE)
-		db_error(st, "could not read the archive");
+		kb_state_error(st, "could not read the archive");
 	else
 		rc = 0;
 	sqlite3_finalize(stmt);
@@ -730,100 +609,73 @@ int kb_search_db_prompt_insert(struct kb_state *st, int64_t search_id, int64_t g
 {
 	sqlite3_stmt *stmt = NULL;
 	cJSON *sections = kb_prompt_sections_json(p);
-	int rc = -1;
+	char *text = json_text(sections);
+	int rc;
 
-	if (prepare(st, &stmt, "INSERT INTO prompts (search_id, parent_id, sections, fitness, uses, generation,"
-		    " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
-		    "could not prepare the prompt insert")) {
-		cJSON_Delete(sections);
-		return -1;
+	rc = kb_state_query_row(st, &stmt, "insert a prompt",
+				"INSERT INTO prompts (search_id, parent_id, sections, fitness, uses,"
+				" generation, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+				"iItriii", search_id, p->parent_id, text, p->fitness, p->uses, generation,
+				kb_wall_s());
+	if (rc == 1) {
+		p->id = sqlite3_column_int64(stmt, 0);
+		rc = 0;
+	} else {
+		rc = -1; /* RETURNING: a row unless it failed */
 	}
-	sqlite3_bind_int64(stmt, 1, search_id);
-	kb_state_bind_id(stmt, 2, p->parent_id);
-	bind_json_or_null(stmt, 3, sections);
-	bind_real_or_null(stmt, 4, p->fitness);
-	sqlite3_bind_int64(stmt, 5, p->uses);
-	sqlite3_bind_int64(stmt, 6, generation);
-	sqlite3_bind_int64(stmt, 7, kb_wall_s());
-	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		db_error(st, "could not insert a prompt");
-		goto out;
-	}
-	p->id = sqlite3_column_int64(stmt, 0);
-	rc = 0;
-out:
 	sqlite3_finalize(stmt);
+	free(text);
 	cJSON_Delete(sections);
 	return rc;
 }
 
 int kb_search_db_prompt_update(struct kb_state *st, const struct kb_prompt *p)
 {
-	sqlite3_stmt *stmt = NULL;
-	int rc = -1;
+	return kb_state_run(st, NULL, "update a prompt",
+			    "UPDATE prompts SET fitness = ?2, uses = ?3 WHERE id = ?1",
+			    "iri", p->id, p->fitness, p->uses);
+}
 
-	if (prepare(st, &stmt, "UPDATE prompts SET fitness = ?2, uses = ?3 WHERE id = ?1",
-		    "could not prepare the prompt update"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, p->id);
-	bind_real_or_null(stmt, 2, p->fitness);
-	sqlite3_bind_int64(stmt, 3, p->uses);
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		db_error(st, "could not update a prompt");
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
+/* one row of prompts; payload: the search's id, for the message */
+static int prompt_row(sqlite3_stmt *stmt, void *elem, void *payload)
+{
+	struct kb_prompt *p = elem;
+	cJSON *sections = col_json(stmt, 2);
+	int rc = 0;
+
+	kb_prompt_init(p);
+	p->id = sqlite3_column_int64(stmt, 0);
+	p->parent_id = sqlite3_column_int64(stmt, 1);
+	p->fitness = col_real(stmt, 3);
+	p->uses = sqlite3_column_int64(stmt, 4);
+	if (kb_prompt_sections_from_json(p, sections))
+		rc = error("prompt %lld of search %lld has bad sections", (long long)p->id,
+			   (long long)*(const int64_t *)payload);
+	cJSON_Delete(sections);
 	return rc;
+}
+
+static void prompt_row_release(void *elem)
+{
+	kb_prompt_release(elem);
 }
 
 int kb_search_db_prompts_load(struct kb_state *st, int64_t search_id, struct kb_prompt **out, size_t *n)
 {
 	sqlite3_stmt *stmt = NULL;
-	struct kb_prompt *v = NULL;
-	size_t nr = 0, alloc = 0;
-	int rc = -1, step;
+	void *rows = NULL;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (prepare(st, &stmt, "SELECT id, parent_id, sections, fitness, uses FROM prompts WHERE search_id = ?1"
-		    " ORDER BY id", "could not prepare the prompts read"))
+	if (kb_state_prepare_logged(st, &stmt, "SELECT id, parent_id, sections, fitness, uses FROM prompts"
+				    " WHERE search_id = ?1 ORDER BY id", "could not prepare the prompts read"))
 		return -1;
 	sqlite3_bind_int64(stmt, 1, search_id);
-	while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
-		cJSON *sections = col_json(stmt, 2);
-
-		if (nr == alloc) {
-			alloc = alloc ? 2 * alloc : 8;
-			v = xrealloc(v, alloc * sizeof(*v));
-		}
-		kb_prompt_init(&v[nr]);
-		v[nr].id = sqlite3_column_int64(stmt, 0);
-		v[nr].parent_id = sqlite3_column_int64(stmt, 1);
-		v[nr].fitness = col_real(stmt, 3);
-		v[nr].uses = sqlite3_column_int64(stmt, 4);
-		nr++;
-		if (kb_prompt_sections_from_json(&v[nr - 1], sections)) {
-			cJSON_Delete(sections);
-			error("prompt %lld of search %lld has bad sections", (long long)v[nr - 1].id,
-			      (long long)search_id);
-			step = SQLITE_ERROR;
-			break;
-		}
-		cJSON_Delete(sections);
-	}
-	if (step != SQLITE_DONE) {
-		if (step != SQLITE_ERROR)
-			db_error(st, "could not read the prompts");
-		for (size_t i = 0; i < nr; i++)
-			kb_prompt_release(&v[i]);
-		free(v);
-		goto out;
-	}
-	*out = v;
-	*n = nr;
-	rc = 0;
-out:
+	rc = kb_state_read_rows(st, stmt, "read the prompts", sizeof(**out), &rows, n,
+				prompt_row, prompt_row_release, &search_id);
 	sqlite3_finalize(stmt);
+	*out = rows;
 	return rc;
 }
 
@@ -832,22 +684,9 @@ out:
 int kb_search_db_history_add(struct kb_state *st, int64_t search_id, double t_s, double best,
 			     int64_t candidate_id)
 {
-	sqlite3_stmt *stmt = NULL;
-	int rc = -1;
-
-	if (prepare(st, &stmt, "INSERT INTO search_history (search_id, t_s, best, candidate_id)"
-		    " VALUES (?1, ?2, ?3, ?4)", "could not prepare the history insert"))
-		return -1;
-	sqlite3_bind_int64(stmt, 1, search_id);
-	sqlite3_bind_double(stmt, 2, t_s);
-	sqlite3_bind_double(stmt, 3, best);
-	kb_state_bind_id(stmt, 4, candidate_id);
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		db_error(st, "could not store the search history");
-	else
-		rc = 0;
-	sqlite3_finalize(stmt);
-	return rc;
+	return kb_state_run(st, NULL, "store the search history",
+			    "INSERT INTO search_history (search_id, t_s, best, candidate_id)"
+			    " VALUES (?1, ?2, ?3, ?4)", "iddI", search_id, t_s, best, candidate_id);
 }
 
 cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id)
@@ -856,7 +695,7 @@ cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id)
 	cJSON *arr;
 	int step;
 
-	if (prepare(st, &stmt, "SELECT t_s, best, candidate_id FROM search_history WHERE search_id = ?1"
+	if (kb_state_prepare_logged(st, &stmt, "SELECT t_s, best, candidate_id FROM search_history WHERE search_id = ?1"
 		    " ORDER BY t_s, rowid", "could not prepare the history read"))
 		return NULL;
 	arr = cJSON_CreateArray();
@@ -870,7 +709,7 @@ cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id)
 		cJSON_AddItemToArray(arr, e);
 	}
 	if (step != SQLITE_DONE) {
-		db_error(st, "could not read the search history");
+		kb_state_error(st, "could not read the search history");
 		cJSON_Delete(arr);
 		arr = NULL;
 	}
@@ -886,23 +725,17 @@ int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct 
 	sqlite3_stmt *stmt = NULL;
 	int rc;
 
-	if (prepare(st, &stmt, "SELECT status, response FROM llm_calls WHERE call_key = ?1"
-		    " AND status IN ('empty', 'malformed') ORDER BY id DESC LIMIT 1",
-		    "could not prepare the llm call lookup"))
-		return -1;
-	sqlite3_bind_text(stmt, 1, call_key, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_ROW) {
+	rc = kb_state_query_row(st, &stmt, "look up an llm call",
+				"SELECT status, response FROM llm_calls WHERE call_key = ?1"
+				" AND status IN ('empty', 'malformed') ORDER BY id DESC LIMIT 1",
+				"t", call_key);
+	if (rc == 1) {
 		const char *s = (const char *)sqlite3_column_text(stmt, 0);
 		const char *e = (const char *)sqlite3_column_text(stmt, 1);
 
 		strbuf_addstr(status, s ? s : "");
 		strbuf_addstr(error, e ? e : "");
 		rc = 0;
-	} else if (rc == SQLITE_DONE) {
-		rc = KB_ENOTFOUND;
-	} else {
-		rc = db_error(st, "could not look up an llm call");
 	}
 	sqlite3_finalize(stmt);
 	return rc;

@@ -4,7 +4,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "llm/usage.h"
-#include "report/markdown.h"
+#include "core/markdown.h"
 #include "search/llm_verifiers.h"
 
 #include <math.h>
@@ -38,7 +38,7 @@ cJSON *srch_summary(struct srch *s, bool final)
 						"pending" };
 	cJSON *j = cJSON_CreateObject(), *arr, *o;
 	struct kb_llm_usage t;
-	struct kb_verifier_stats vs = { 0 };
+	struct kb_verifier_stats vs = { 0 }, each[KB_SV_NR] = { { 0 } };
 	struct strbuf grid = STRBUF_INIT;
 	size_t counts[ARRAY_SIZE(verdicts)] = { 0 };
 	const struct kb_search_cand *best = NULL;
@@ -58,6 +58,8 @@ cJSON *srch_summary(struct srch *s, bool final)
 			if (!strcmp(c->verdict, verdicts[k]))
 				counts[k]++;
 		kb_verifier_stats_add_candidate(&vs, c->verifiers, c->verdict);
+		for (int k = 0; k < KB_SV_NR; k++)
+			kb_verifier_stats_add_one(&each[k], c->verifiers, (enum kb_soft_verifier)k, c->verdict);
 	}
 	cJSON_AddNumberToObject(j, "candidates", (double)s->nr_cands);
 	cJSON_AddNumberToObject(j, "verified", (double)counts[0]);
@@ -83,6 +85,10 @@ cJSON *srch_summary(struct srch *s, bool final)
 
 	o = kb_verifier_stats_json(&vs);
 	cJSON_AddBoolToObject(o, "enabled", s->cfg->search_llm_verifiers);
+	arr = cJSON_AddObjectToObject(o, "each");
+	for (int k = 0; k < KB_SV_NR; k++)
+		cJSON_AddItemToObject(arr, kb_soft_verifier_name((enum kb_soft_verifier)k),
+				      kb_verifier_stats_json(&each[k]));
 	cJSON_AddItemToObject(j, "verifiers", o);
 
 	if (s->archive.cells) {
@@ -160,6 +166,24 @@ static void pct(char *buf, size_t size, double x)
 		kb_strlcpy(buf, "n/a", size);
 	else
 		snprintf(buf, size, "%.0f%%", x * 100);
+}
+
+/* One line per verifier: a verifier that only adds noise shows here. */
+static void each_verifier(struct strbuf *out, const cJSON *each)
+{
+	const cJSON *v;
+
+	cJSON_ArrayForEach(v, each) {
+		char p[16], r[16];
+
+		if (!v->string)
+			continue;
+		pct(p, sizeof(p), kb_json_num(v, "precision", NAN));
+		pct(r, sizeof(r), kb_json_num(v, "recall", NAN));
+		strbuf_addf(out, "- %s: precision %s, recall %s (%.0f/%.0f/%.0f/%.0f tp/fp/fn/tn)\n",
+			    v->string, p, r, kb_json_num(v, "tp", NAN), kb_json_num(v, "fp", NAN),
+			    kb_json_num(v, "fn", NAN), kb_json_num(v, "tn", NAN));
+	}
 }
 
 void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
@@ -248,6 +272,7 @@ void kb_search_report_markdown(struct strbuf *out, const cJSON *summary)
 			    "positive; the harness's verdict is the truth. Rejected kernels are only run when "
 			    "audited, so precision rests on the audited share.\n", p, r, kb_json_num(vf, "tp", NAN),
 			    kb_json_num(vf, "fp", NAN), kb_json_num(vf, "fn", NAN), kb_json_num(vf, "tn", NAN));
+		each_verifier(out, cJSON_GetObjectItemCaseSensitive(vf, "each"));
 	}
 	strbuf_release(&sb);
 }

@@ -93,6 +93,41 @@ void tmpl_dtype_check(struct strbuf *out, enum tdtype d, const char *tensor)
 	}
 }
 
+bool tmpl_wants_grad(const struct tinput *in)
+{
+	return in->kind != TK_SCALAR && tmpl_is_float(in->dtype);
+}
+
+void tmpl_emit_upstream_grad(struct strbuf *out, enum tdtype dt, size_t nr_in, int k,
+			     const char *numel)
+{
+	struct strbuf chk = STRBUF_INIT, tn = STRBUF_INIT;
+
+	strbuf_addf(&tn, "&inputs[%zu]", nr_in + (size_t)k);
+	tmpl_dtype_check(&chk, dt, tn.buf);
+	strbuf_addf(out, "\tif (!%s || kb_numel(%s) != %s)\n\t\treturn 2;\n", chk.buf, tn.buf, numel);
+	strbuf_addf(out, "\ta.go%d = (const %s *)kb_data(%s);\n", k, tmpl_ctype(dt), tn.buf);
+	strbuf_release(&chk);
+	strbuf_release(&tn);
+}
+
+void tmpl_emit_grad_output(struct strbuf *out, const struct tinput *in, size_t i, int q,
+			   const char *field, const char *numel)
+{
+	struct strbuf chk = STRBUF_INIT, tn = STRBUF_INIT;
+
+	strbuf_addf(&tn, "&outputs[%d]", q);
+	tmpl_dtype_check(&chk, in->dtype, tn.buf);
+	strbuf_addf(out, "\tif (!%s || kb_numel(%s) != kb_numel(&inputs[%zu]))\n\t\treturn 2;\n",
+		    chk.buf, tn.buf, i);
+	if (field)
+		strbuf_addf(out, "\ta.%s = (%s *)kb_data(%s);\n", field, tmpl_ctype(in->dtype), tn.buf);
+	strbuf_addf(out, "\tif (%s%s == 0)\n\t\trc |= kb_bw_zero(kb_data(%s), (size_t)kb_numel(%s) * %d, s);\n",
+		    field ? "" : "1 || ", numel, tn.buf, tn.buf, tmpl_dtype_size(in->dtype));
+	strbuf_release(&chk);
+	strbuf_release(&tn);
+}
+
 const char *tmpl_pattern_name(enum tpattern p)
 {
 	switch (p) {

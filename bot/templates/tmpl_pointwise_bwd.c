@@ -13,12 +13,6 @@
  * fixed order (kb_bw_reduce in the backend's pointwise_bwd text).
  */
 
-/* ABI: one gradient per floating-point tensor input */
-static bool wants_grad(const struct tinput *in)
-{
-	return in->kind != TK_SCALAR && tmpl_is_float(in->dtype);
-}
-
 void pw_bwd_fields(const struct kb_template *t, const struct ew *e, struct strbuf *out)
 {
 	const struct tgraph *g = &t->g;
@@ -27,14 +21,14 @@ void pw_bwd_fields(const struct kb_template *t, const struct ew *e, struct strbu
 		strbuf_addf(out, "\tconst %s *go%d; /* upstream gradient of output %d */\n",
 			    tmpl_ctype(e->out_dt[k]), k, k);
 	for (int j = 0; j < e->nslot; j++)
-		if (e->slot_input[j] >= 0 && wants_grad(&g->in[e->slot_input[j]]))
+		if (e->slot_input[j] >= 0 && tmpl_wants_grad(&g->in[e->slot_input[j]]))
 			strbuf_addf(out, "\t%s *g%d; /* gradient of %s */\n", tmpl_ctype(e->slot_dt[j]), j,
 				    g->in[e->slot_input[j]].name);
 }
 
 static bool slot_grad(const struct kb_template *t, const struct ew *e, int j)
 {
-	return e->slot_input[j] >= 0 && wants_grad(&t->g.in[e->slot_input[j]]);
+	return e->slot_input[j] >= 0 && tmpl_wants_grad(&t->g.in[e->slot_input[j]]);
 }
 
 static int emit_hooks(const struct kb_template *t, const struct ew *e, struct strbuf *out)
@@ -104,39 +98,20 @@ out:
 static void emit_bsetup(const struct kb_template *t, const struct ew *e, struct strbuf *out)
 {
 	const struct tgraph *g = &t->g;
-	struct strbuf chk = STRBUF_INIT, tn = STRBUF_INIT;
 	int q = 0;
 
-	for (int k = 0; k < e->nout; k++) {
-		strbuf_reset(&tn);
-		strbuf_addf(&tn, "&inputs[%zu]", g->nr_in + (size_t)k);
-		strbuf_reset(&chk);
-		tmpl_dtype_check(&chk, e->out_dt[k], tn.buf);
-		strbuf_addf(out, "\tif (!%s || kb_numel(%s) != a.n)\n\t\treturn 2;\n", chk.buf, tn.buf);
-		strbuf_addf(out, "\ta.go%d = (const %s *)kb_data(%s);\n", k, tmpl_ctype(e->out_dt[k]), tn.buf);
-	}
+	for (int k = 0; k < e->nout; k++)
+		tmpl_emit_upstream_grad(out, e->out_dt[k], g->nr_in, k, "a.n");
 	for (size_t i = 0; i < g->nr_in; i++) {
-		const struct tinput *in = &g->in[i];
 		int j = e->slot_of[i];
+		char field[24];
 
-		if (!wants_grad(in))
+		if (!tmpl_wants_grad(&g->in[i]))
 			continue;
-		strbuf_reset(&tn);
-		strbuf_addf(&tn, "&outputs[%d]", q);
-		strbuf_reset(&chk);
-		tmpl_dtype_check(&chk, in->dtype, tn.buf);
-		strbuf_addf(out, "\tif (!%s || kb_numel(%s) != kb_numel(&inputs[%zu]))\n\t\treturn 2;\n",
-			    chk.buf, tn.buf, i);
-		if (j >= 0)
-			strbuf_addf(out, "\ta.g%d = (%s *)kb_data(%s);\n", j, tmpl_ctype(in->dtype), tn.buf);
-		/* unused by the chain, or nothing to sum over: zeros */
-		strbuf_addf(out, "\tif (%sa.n == 0)\n\t\trc |= kb_bw_zero(kb_data(%s), (size_t)kb_numel(%s) * %d, s);\n",
-			    j < 0 ? "1 || " : "", tn.buf, tn.buf, tmpl_dtype_size(in->dtype));
-		q++;
+		xsnprintf(field, sizeof(field), "g%d", j);
+		tmpl_emit_grad_output(out, &g->in[i], i, q++, j >= 0 ? field : NULL, "a.n");
 	}
 	strbuf_addstr(out, "\tif (a.n == 0 || rc)\n\t\treturn rc;\n");
-	strbuf_release(&chk);
-	strbuf_release(&tn);
 }
 
 static void emit_launch(const struct kb_template *t, const struct ew *e, struct strbuf *out)
@@ -157,7 +132,7 @@ static int count_grads(const struct kb_template *t)
 	int n = 0;
 
 	for (size_t i = 0; i < t->g.nr_in; i++)
-		n += wants_grad(&t->g.in[i]);
+		n += tmpl_wants_grad(&t->g.in[i]);
 	return n;
 }
 

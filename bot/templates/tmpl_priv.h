@@ -239,6 +239,22 @@ const char *tmpl_dtype_name(enum tdtype d);
 void tmpl_dtype_check(struct strbuf *out, enum tdtype d, const char *tensor);
 /* pattern name */
 const char *tmpl_pattern_name(enum tpattern p);
+/* ABI: one gradient per floating-point tensor input */
+bool tmpl_wants_grad(const struct tinput *in);
+/*
+ * Backward launcher lines, shared by the families. numel is the forward
+ * element count expression ("a.n", "a.R * a.C"). Upstream gradient k
+ * (inputs[nr_in + k], dtype dt, numel elements) checked and read as a.go<k>.
+ */
+void tmpl_emit_upstream_grad(struct strbuf *out, enum tdtype dt, size_t nr_in, int k,
+			     const char *numel);
+/*
+ * Gradient output q, for input i (dtype and size of inputs[i]): checked,
+ * stored as a.<field>, and zeroed when field is NULL (the chain ignores
+ * the input) or numel is 0 (nothing to sum over).
+ */
+void tmpl_emit_grad_output(struct strbuf *out, const struct tinput *in, size_t i, int q,
+			   const char *field, const char *numel);
 /* input pointer expression "a.t<i>" etc.: every family names input i "t<i>" */
 
 /* --- families --- */

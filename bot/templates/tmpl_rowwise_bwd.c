@@ -20,11 +20,6 @@
  * gc is indexed by input number.
  */
 
-static bool wants_grad(const struct tinput *in)
-{
-	return in->kind != TK_SCALAR && tmpl_is_float(in->dtype);
-}
-
 enum gpath { GP_NONE, GP_FULL, GP_COL, GP_ROW };
 
 /* how input i's gradient is gathered */
@@ -32,7 +27,7 @@ static enum gpath grad_path(const struct kb_template *t, const bool *used, int i
 {
 	const struct tinput *in = &t->g.in[i];
 
-	if (!wants_grad(in))
+	if (!tmpl_wants_grad(in))
 		return GP_NONE;
 	if (i == t->row.weight || i == t->row.bias)
 		return GP_ROW;
@@ -83,7 +78,7 @@ int row_bwd_check(const struct kb_template *t, const bool *pro, const bool *epi,
 		}
 	used_inputs(t, used);
 	for (size_t i = 0; i < g->nr_in && !rc; i++)
-		if (used[i] && wants_grad(&g->in[i]) && g->in[i].pattern == TP_SCALAR &&
+		if (used[i] && tmpl_wants_grad(&g->in[i]) && g->in[i].pattern == TP_SCALAR &&
 		    (int)i != t->row.weight && (int)i != t->row.bias) {
 			strbuf_reset(why);
 			strbuf_addf(why, "the gradient of one-element tensor '%s' is not supported", g->in[i].name);
@@ -97,7 +92,7 @@ int row_bwd_check(const struct kb_template *t, const bool *pro, const bool *epi,
 static void decl_gi(const struct kb_template *t, const bool *used, bool *ginput, struct strbuf *out)
 {
 	for (size_t i = 0; i < t->g.nr_in; i++) {
-		ginput[i] = used[i] && wants_grad(&t->g.in[i]);
+		ginput[i] = used[i] && tmpl_wants_grad(&t->g.in[i]);
 		if (ginput[i])
 			strbuf_addf(out, "\tfloat gi%zu = 0.0f;\n", i);
 	}
@@ -258,36 +253,21 @@ static void emit_bsetup(const struct kb_template *t, struct strbuf *out, int *ng
 {
 	const struct tgraph *g = &t->g;
 	bool *used = xcalloc(g->nr_in + 1, sizeof(bool));
-	struct strbuf chk = STRBUF_INIT, tn = STRBUF_INIT;
 	int q = 0;
 
 	used_inputs(t, used);
-	strbuf_addf(&tn, "&inputs[%zu]", g->nr_in);
-	tmpl_dtype_check(&chk, t->out_dtype, tn.buf);
-	strbuf_addf(out, "\tif (!%s || kb_numel(%s) != a.R * a.C)\n\t\treturn 2;\n", chk.buf, tn.buf);
-	strbuf_addf(out, "\ta.go0 = (const %s *)kb_data(%s);\n", tmpl_ctype(t->out_dtype), tn.buf);
+	tmpl_emit_upstream_grad(out, t->out_dtype, g->nr_in, 0, "a.R * a.C");
 	for (size_t i = 0; i < g->nr_in; i++) {
-		const struct tinput *in = &g->in[i];
-		enum gpath p = grad_path(t, used, (int)i);
+		char field[24];
 
-		if (!wants_grad(in))
+		if (!tmpl_wants_grad(&g->in[i]))
 			continue;
-		strbuf_reset(&tn);
-		strbuf_addf(&tn, "&outputs[%d]", q);
-		strbuf_reset(&chk);
-		tmpl_dtype_check(&chk, in->dtype, tn.buf);
-		strbuf_addf(out, "\tif (!%s || kb_numel(%s) != kb_numel(&inputs[%zu]))\n\t\treturn 2;\n",
-			    chk.buf, tn.buf, i);
-		if (p != GP_NONE)
-			strbuf_addf(out, "\ta.g%zu = (%s *)kb_data(%s);\n", i, tmpl_ctype(in->dtype), tn.buf);
-		strbuf_addf(out, "\tif (%sa.R * a.C == 0)\n\t\trc |= kb_bw_zero(kb_data(%s), (size_t)kb_numel(%s) * %d, s);\n",
-			    p == GP_NONE ? "1 || " : "", tn.buf, tn.buf, tmpl_dtype_size(in->dtype));
-		q++;
+		xsnprintf(field, sizeof(field), "g%zu", i);
+		tmpl_emit_grad_output(out, &g->in[i], i, q++,
+				      grad_path(t, used, (int)i) != GP_NONE ? field : NULL, "a.R * a.C");
 	}
 	strbuf_addstr(out, "\tif (a.R * a.C == 0 || rc)\n\t\treturn rc;\n");
 	*ngrad = q;
-	strbuf_release(&chk);
-	strbuf_release(&tn);
 	free(used);
 }
 

@@ -113,8 +113,8 @@ def test_worker_reused_and_survives_a_kernel_crash(worker_run):
     assert ok["worker_pid"] == cached["worker_pid"] == crash["worker_pid"] == again["worker_pid"]
     assert [e["worker_seq"] for e in (ok, cached, crash, again)] == [1, 2, 3, 4]
     # the operator was loaded and its configs validated once per worker
-    s_ok, s_cached = evs["ok_relu.cpp"]["stages"], evs["hack_cached.cpp"]["stages"]
-    assert s_cached["load_s"] < s_ok["load_s"] / 2, (s_ok, s_cached)
+    assert ok["operator_cached"] is False
+    assert cached["operator_cached"] is True and again["operator_cached"] is True
 
 
 @needs_bin

@@ -705,10 +705,32 @@ static void test_verdicts(void **ctx)
 	cJSON_Delete(fail);
 }
 
+/* Each verifier is scored on its own verdict; a reply with none is no prediction. */
+static void test_verifier_stats_each(void **ctx)
+{
+	struct kb_verifier_stats num = { 0 }, mem = { 0 };
+	cJSON *v = cJSON_Parse("{\"compile\": {\"verdict\": \"PASS\"}, \"numerics\": {\"verdict\": \"FAIL\"},"
+			       " \"memory\": {\"verdict\": \"none\"}, \"pass\": false}");
+
+	(void)ctx;
+	assert_int_equal(kb_verifier_stats_add_one(&num, v, KB_SV_NUMERICS, "rejected"), 1); /* tp */
+	assert_int_equal(kb_verifier_stats_add_one(&num, v, KB_SV_NUMERICS, "verified"), 1); /* fp */
+	assert_int_equal(kb_verifier_stats_add_one(&mem, v, KB_SV_MEMORY, "rejected"), 0);   /* none */
+	assert_int_equal(kb_verifier_stats_add_one(&mem, v, KB_SV_COMPILE, "rejected"), 1);  /* fn */
+	assert_int_equal(kb_verifier_stats_add_one(&mem, v, KB_SV_COMPILE, "pending"), 0);
+	assert_int_equal(kb_verifier_stats_add_one(&mem, NULL, KB_SV_COMPILE, "verified"), 0);
+	assert_int_equal(num.tp, 1);
+	assert_int_equal(num.fp, 1);
+	assert_int_equal(mem.fn, 1);
+	assert_int_equal(mem.tp + mem.fp + mem.tn, 0);
+	cJSON_Delete(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_keys),
+		cmocka_unit_test(test_verifier_stats_each),
 		cmocka_unit_test(test_settings_hash_covers_search_keys),
 		cmocka_unit_test_setup_teardown(test_create_find_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_candidates, setup, teardown),

@@ -64,14 +64,21 @@ def _forget_sibling_modules(before, path):
             sys.modules.pop(name, None)
 
 
+# whether the last load_task and prepare came from the cache (the
+# evidence's environment.operator_cached: a warm worker's reuse, shown)
+hits = {"task": False, "configs": False}
+
+
 def load_task(path, pass_):
     """kbh_task.load, cached when enabled."""
+    hits["task"] = False
     if not enabled:
         return kbh_task.load(path, pass_)
     key = (os.path.abspath(path), pass_, _signature(path))
     entry = _ops.get(key)
     if entry is not None:
         _ops.move_to_end(key)
+        hits["task"] = True
         return entry["task"]
     before = set(sys.modules)
     task = kbh_task.load(path, pass_)
@@ -91,11 +98,13 @@ def _entry(task):
 def prepare(task, req, device):
     """kbh_prepare.prepare, cached when enabled: fresh copies each call."""
     entry = _entry(task)
+    hits["configs"] = False
     if entry is None:
         return kbh_prepare.prepare(task, req, device)
     key = (str(device), req["max_configs"], req["max_numel"],
            json.dumps(req["extra_configs"], sort_keys=True, default=str))
     hit = entry["configs"].get(key)
+    hits["configs"] = hit is not None
     if hit is None:
         hit = kbh_prepare.prepare(task, req, device)
         entry["configs"][key] = hit

@@ -79,6 +79,7 @@ def _evaluate(req, chan, device, clock):
         kbh_remote.zygote()
     task = kbh_cache.load_task(req["operator"], req["pass"])
     configs, dropped = kbh_cache.prepare(task, req, device)
+    env["operator_cached"] = kbh_cache.hits["task"] and kbh_cache.hits["configs"]
     base = {"protocol": 1, "mode": req["mode"], "environment": env,
             "operator": kbh_evidence.operator_entry(req, task, configs),
             "dropped_configs": dropped}
