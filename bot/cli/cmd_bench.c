@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "cli/cli.h"
+#include "cli/cli_verifier.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -30,6 +31,10 @@ static void usage(FILE *fp)
 		"      --timeout S        wall-clock limit of the evaluation\n"
 		"      --seeds N          correctness trials per config\n"
 		"      --max-configs N    configs checked and timed (default [harness] max_configs)\n"
+		"      --set SECTION.KEY=VALUE  one measurement or tolerance setting over the config,\n"
+		"                         as a pull request's Reproduce command pins them: bench.warmup,\n"
+		"                         bench.min_time_ms, bench.max_reps, bench.l2_flush, bench.baselines,\n"
+		"                         harness.atol_fp32 (and rtol, fp16, bf16), harness.error_factor\n"
 		"      --pass forward|backward\n"
 		"      --json FILE        write the evidence JSON\n"
 		"      --fresh            run the harness as a one-off process, not as a worker\n"
@@ -41,101 +46,66 @@ static void usage(FILE *fp)
 
 int cmd_bench(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "seeds", required_argument, NULL, 's' },
-		{ "max-configs", required_argument, NULL, 'm' },
-		{ "pass", required_argument, NULL, 'p' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "fresh", no_argument, NULL, 'f' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
+	static const struct option opts[] = { CLI_EVAL_OPTIONS, { NULL, 0, NULL, 0 } };
+	struct cli_eval_args a = {
+		.v = CLI_VERIFIER_INIT("bench"),
+		.eo = { .mode = "bench", .pass = "forward", .timing = true },
 	};
-	struct kb_config cfg;
-	struct kb_verifier vf;
 	struct kb_progress pg;
-	struct kb_eval_opts eo = { .mode = "bench", .pass = "forward", .timing = true };
-	struct strbuf why = STRBUF_INIT;
-	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
-	enum kb_backend backend = KB_BACKEND_AUTO, resolved;
-	bool cfg_loaded = false, vf_ready = false, fresh = false;
+	enum kb_backend resolved = KB_BACKEND_AUTO;
 	cJSON *ev = NULL;
 	int c, rc = KB_EXIT_USAGE;
 
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'b': backend_arg = optarg; break;
-		case 'j': json_path = optarg; break;
-		case 'f': fresh = true; break;
-		case 'p': case 't': case 's': case 'm':
-			if (cli_eval_option("bench", c, optarg, &eo))
-				return KB_EXIT_USAGE;
-			break;
-		case 'h': usage(stdout); return KB_EXIT_OK;
-		default: return cli_usage_error("bench", "unknown option");
+		if (c == 'h') {
+			usage(stdout);
+			return KB_EXIT_OK;
 		}
+		rc = cli_eval_arg(&a, c, optarg);
+		if (rc == 1)
+			return cli_usage_error("bench", "unknown option");
+		if (rc)
+			return rc;
 	}
 	if (argc - optind != 2)
 		return cli_usage_error("bench", "expected OPERATOR and KERNEL, got %d argument%s",
 				       argc - optind, argc - optind == 1 ? "" : "s");
-	eo.operator_path = argv[optind];
-	eo.kernel_path = argv[optind + 1];
-	if (backend_arg && (kb_backend_parse(backend_arg, &backend) || backend == KB_BACKEND_AUTO))
-		return cli_usage_error("bench", "unknown backend '%s' (cuda or cpu)", backend_arg);
-	if (kb_verifier_check_paths(eo.operator_path, eo.kernel_path, &why)) {
-		rc = cli_usage_error("bench", "%s", why.buf);
-		strbuf_release(&why);
+	a.eo.operator_path = argv[optind];
+	a.eo.kernel_path = argv[optind + 1];
+	rc = cli_eval_check(&a, &a.eo.kernel_path, 1);
+	if (rc)
 		return rc;
-	}
 
-	rc = cli_load_config(config_path, &cfg);
-	cfg_loaded = true;
+	rc = cli_eval_start(&a, &a.eo.kernel_path, 1, &resolved);
 	if (rc)
 		goto out;
 	rc = KB_EXIT_USAGE;
-	if (!backend_arg)
-		backend = cfg.backend;
-	vf_ready = true;
-	if (kb_verifier_init(&vf, &cfg)) {
-		fprintf(stderr, "kernelbot bench: cannot run the verifier (see the error above)\n");
-		goto out;
-	}
-	if (kb_verifier_backend(&vf, eo.kernel_path, backend, &resolved, &why)) {
-		rc = cli_usage_error("bench", "%s", why.buf);
-		goto out;
-	}
-	eo.backend = resolved;
-	/* a worker started now loads torch while the kernel compiles */
-	if (!fresh)
-		kb_verifier_use_worker(&vf);
+	a.eo.backend = resolved;
 	/* a bar on a terminal, plain lines and a heartbeat in a log */
 	kb_progress_init(&pg, stderr, -1);
-	vf.progress = &pg;
+	a.v.vf.progress = &pg;
 	kb_progress_stage(&pg, "bench", 1);
-	c = kb_verifier_evaluate(&vf, &eo, &ev);
+	c = kb_verifier_evaluate(&a.v.vf, &a.eo, &ev);
 	kb_progress_end(&pg);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot bench: interrupted\n");
 		goto out;
 	}
 	if (c) {
-		fprintf(stderr, "kernelbot bench: could not evaluate '%s' (see the error above)\n", eo.kernel_path);
+		fprintf(stderr, "kernelbot bench: could not evaluate '%s' (see the error above)\n", a.eo.kernel_path);
 		goto out;
 	}
-	if (json_path && kb_evidence_write(ev, json_path))
+	if (a.json_path && kb_evidence_write(ev, a.json_path))
 		goto out;
 	kb_evidence_print_reasons(ev, stdout);
 	kb_evidence_print_summary(ev, stdout);
 	if (!strcmp(kb_evidence_verdict(ev), "verified")) {
 		printf("\n");
 		kb_evidence_print_table(ev, stdout);
-		cli_print_headline(ev, cfg.report_noise_band, "", stdout);
+		cli_print_headline(ev, a.v.cfg.report_noise_band, "", stdout);
 		rc = KB_EXIT_OK;
 	} else if (!strcmp(kb_evidence_verdict(ev), "rejected")) {
-		cli_print_headline(ev, cfg.report_noise_band, "", stdout);
+		cli_print_headline(ev, a.v.cfg.report_noise_band, "", stdout);
 		rc = KB_EXIT_NO;
 	} else {
 		rc = KB_EXIT_USAGE;
@@ -143,10 +113,6 @@ int cmd_bench(int argc, char **argv)
 out:
 	fflush(stdout);
 	cJSON_Delete(ev);
-	if (vf_ready)
-		kb_verifier_release(&vf);
-	if (cfg_loaded)
-		kb_config_release(&cfg);
-	strbuf_release(&why);
+	cli_verifier_release(&a.v);
 	return rc;
 }

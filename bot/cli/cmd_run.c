@@ -1,9 +1,9 @@
 #include "core/common.h"
 #include "cli/cli.h"
-#include "cli/run_output.h"
-#include "cli/run_search.h"
+#include "cli/cli_verifier.h"
 #include "cli/runs_db.h"
 #include "core/config.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/signals.h"
@@ -12,9 +12,11 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "report/run_report.h"
+#include "run/run.h"
 #include "templates/tune.h"
 #include "verifier/evidence.h"
 #include "verifier/harness_client.h"
+#include "verifier/python_env.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -71,100 +73,6 @@ static void usage(FILE *fp)
 		"      or no point verified), 2 usage or environment error\n");
 }
 
-static cJSON *kernel_json(const struct kb_tune_result *res, const char *operator_path,
-			  const char *operator_name, const char *kernel_file, const char *backend,
-			  const char *pass)
-{
-	cJSON *j = cJSON_CreateObject(), *o, *t, *pts;
-	const cJSON *kb = cJSON_GetObjectItemCaseSensitive(res->evidence, "kernelbot");
-	const cJSON *build = cJSON_GetObjectItemCaseSensitive(kb, "build");
-	const cJSON *summary = cJSON_GetObjectItemCaseSensitive(res->evidence, "summary");
-	const struct kb_tune_point *best = &res->points[res->best];
-
-	cJSON_AddStringToObject(j, "kernelbot", KB_VERSION);
-	cJSON_AddStringToObject(j, "source", kernel_file);
-	cJSON_AddStringToObject(j, "sha256", best->sha);
-	cJSON_AddStringToObject(j, "backend", backend);
-	cJSON_AddStringToObject(j, "pass", pass);
-	cJSON_AddStringToObject(j, "device", res->device);
-	cJSON_AddStringToObject(j, "verdict", kb_evidence_verdict(res->evidence));
-	cJSON_AddItemToObject(j, "summary", summary ? cJSON_Duplicate(summary, true) : cJSON_CreateNull());
-	/* the best point's figure while tuning: the pull request sets it beside the final one */
-	if (best->fitness > 0) {
-		o = cJSON_AddObjectToObject(j, "screening");
-		cJSON_AddNumberToObject(o, "speedup_eager", round(best->fitness * 1000) / 1000);
-		cJSON_AddStringToObject(o, "measure", "geometric mean over the configs, one seed, in the "
-					"tuning's harness worker");
-	}
-	if (res->forward_evidence) {
-		/* a backward run: the forward pass's own fresh check */
-		const cJSON *fs = cJSON_GetObjectItemCaseSensitive(res->forward_evidence, "summary");
-
-		o = cJSON_AddObjectToObject(j, "forward_check");
-		cJSON_AddStringToObject(o, "verdict", kb_evidence_verdict(res->forward_evidence));
-		cJSON_AddItemToObject(o, "summary", fs ? cJSON_Duplicate(fs, true) : cJSON_CreateNull());
-	}
-	o = cJSON_AddObjectToObject(j, "operator");
-	cJSON_AddStringToObject(o, "path", operator_path);
-	cJSON_AddStringToObject(o, "name", operator_name);
-	cJSON_AddStringToObject(o, "sha256", res->op_hash);
-	t = cJSON_AddObjectToObject(j, "template");
-	cJSON_AddStringToObject(t, "family", res->family);
-	cJSON_AddStringToObject(t, "kind", res->kind);
-	cJSON_AddStringToObject(t, "point_name", best->name);
-	cJSON_AddItemToObject(t, "point", cJSON_Duplicate(res->best_point, true));
-	cJSON_AddBoolToObject(t, "has_backward", res->has_backward);
-	cJSON_AddNumberToObject(t, "space_size", (double)res->space_size);
-	cJSON_AddItemToObject(t, "space", cJSON_Duplicate(res->space, true));
-	cJSON_AddItemToObject(j, "build", cJSON_IsObject(build) ? cJSON_Duplicate(build, true)
-			      : cJSON_CreateNull());
-	t = cJSON_AddObjectToObject(j, "tuning");
-	cJSON_AddNumberToObject(t, "points_tried", (double)res->nr_points);
-	cJSON_AddNumberToObject(t, "built", (double)res->built);
-	cJSON_AddNumberToObject(t, "verified", (double)res->verified);
-	cJSON_AddNumberToObject(t, "timed", (double)res->timed);
-	cJSON_AddNumberToObject(t, "cache_hits", (double)res->cache_hits);
-	cJSON_AddBoolToObject(t, "all_cached", res->all_cached);
-	cJSON_AddBoolToObject(t, "final_cached", res->final_cached);
-	cJSON_AddNumberToObject(t, "seconds", round(res->seconds * 100) / 100);
-	pts = cJSON_AddArrayToObject(t, "points");
-	for (size_t i = 0; i < res->nr_points; i++) {
-		const struct kb_tune_point *p = &res->points[i];
-		cJSON *e = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(e, "point", p->name);
-		cJSON_AddStringToObject(e, "state", kb_tune_state_name(p->state));
-		if (p->state == KB_TP_VERIFIED)
-			cJSON_AddNumberToObject(e, "speedup_eager", round(p->fitness * 1000) / 1000);
-		if (p->reason)
-			cJSON_AddStringToObject(e, "reason", p->reason);
-		cJSON_AddBoolToObject(e, "cached", p->cached);
-		if (p->duplicate)
-			cJSON_AddBoolToObject(e, "same_source_as_earlier", true);
-		cJSON_AddItemToArray(pts, e);
-	}
-	return j;
-}
-
-static int write_outputs(const struct kb_verifier *vf, const struct kb_tune_result *res,
-			 const char *operator_path, const char *out_dir, const char *backend, const char *pass,
-			 int64_t seeds)
-{
-	struct cli_run_output ro;
-	int rc;
-
-	cli_run_output_init(&ro, vf, res, operator_path, out_dir, backend, pass, seeds);
-	ro.o.source = res->best_source.buf;
-	ro.o.source_len = res->best_source.len;
-	ro.o.kernel_json = kernel_json(res, operator_path, ro.name.buf, ro.kernel_file.buf, backend, pass);
-	ro.o.report.evidence = res->evidence;
-	cli_run_output_tuning(&ro, res);
-	ro.o.binding.has_backward = res->has_backward;
-	rc = kb_run_write_dir(&ro.o);
-	cli_run_output_release(&ro);
-	return rc;
-}
-
 /* What the command line asks for; search holds the options of the LLM search. */
 struct run_args {
 	const char *config_path, *backend_arg, *out_arg, *progress_path, *op;
@@ -172,7 +80,11 @@ struct run_args {
 	int64_t seeds;
 	const char *pass;
 	int64_t deadline_ms;
-	struct cli_search_args search;
+	struct {
+		bool fresh;             /* --fresh: a new search, even when one with the same key exists */
+		uint64_t seed;          /* --seed N; 0: [search] seed, else from the operator's hash */
+		int64_t job_id;         /* --job-id N: the daemon's job this search belongs to; 0: none */
+	} search;
 };
 
 /* The options and the operator into a; false when the command ends here, with *rc its exit code. */
@@ -273,58 +185,89 @@ static bool parse_args(int argc, char **argv, struct run_args *a, int *rc)
 	return true;
 }
 
-/* Without models: the templates alone; the best point's outputs into out_dir. An exit code. */
-static int run_templates(struct kb_verifier *vf, const struct kb_config *cfg, const struct kb_tune_opts *to,
-			 const char *out_dir)
+/* The outcome as the command's exit code. */
+static int exit_code(enum kb_run_outcome o)
 {
-	struct kb_tune_result res;
-	const char *op = to->operator_path;
-	int c, rc = KB_EXIT_USAGE;
+	switch (o) {
+	case KB_RUN_VERIFIED: return KB_EXIT_OK;
+	case KB_RUN_NONE_VERIFIED: return KB_EXIT_NO;
+	case KB_RUN_ERROR: case KB_RUN_INTERRUPTED: break;
+	}
+	return KB_EXIT_USAGE;
+}
 
-	kb_tune_result_init(&res);
-	c = kb_tune(vf, to, &res);
-	if (c == KB_ECANCELLED) {
-		fprintf(stderr, "kernelbot run: interrupted\n");
-		goto out;
+/* The search's figures, verifiers and archive grid (standard output). */
+static void print_search_summary(const struct kb_search_result *r)
+{
+	const cJSON *s = r->summary;
+	const cJSON *llm = cJSON_GetObjectItemCaseSensitive(s, "llm");
+	const cJSON *vf = cJSON_GetObjectItemCaseSensitive(s, "verifiers");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(vf, "precision");
+	const cJSON *rc = cJSON_GetObjectItemCaseSensitive(vf, "recall");
+	const char *grid = kb_json_str(s, "archive_grid");
+
+#define N(o, k) (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, k)) ? \
+		 cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble : 0)
+	printf("search %lld%s: %.0f candidates, %.0f verified, %.0f generations, %.0f model calls "
+	       "(%.0f tokens, $%.4f), %.1f s\n", (long long)r->search_id,
+	       r->cached ? " (finished earlier)" : r->resumed ? " (resumed)" : "", N(s, "candidates"),
+	       N(s, "verified"), N(s, "generations"), N(llm, "calls"),
+	       N(llm, "prompt_tokens") + N(llm, "completion_tokens"), N(llm, "cost_usd"), N(s, "wall_s"));
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(vf, "enabled"))) {
+		printf("llm verifiers: precision ");
+		if (cJSON_IsNumber(p))
+			printf("%.2f", p->valuedouble);
+		else
+			printf("n/a");
+		printf(", recall ");
+		if (cJSON_IsNumber(rc))
+			printf("%.2f", rc->valuedouble);
+		else
+			printf("n/a");
+		printf(" (tp %.0f, fp %.0f, fn %.0f, tn %.0f)\n", N(vf, "tp"), N(vf, "fp"), N(vf, "fn"), N(vf, "tn"));
 	}
-	if (c) {
-		fprintf(stderr, "kernelbot run: could not tune '%s' (see the error above)\n", op);
-		goto out;
+#undef N
+	if (r->cut_short)
+		printf("cut short: %s\n", r->cut_short);
+	if (grid)
+		printf("\n%s%s", grid, grid[0] && grid[strlen(grid) - 1] == '\n' ? "" : "\n");
+}
+
+/* What a run found, on standard output: the kernel, its evidence, how it was found, the files. */
+static void print_result(const struct kb_run_result *res, const struct kb_config *cfg, const char *out_dir)
+{
+	const struct kb_tune_result *t = &res->tune;
+	const struct kb_search_result *s = &res->search;
+	const char *op = res->operator_path;
+	const cJSON *ev = res->searched ? s->evidence : t->evidence;
+
+	if (res->outcome != KB_RUN_VERIFIED) {
+		if (res->searched && res->outcome == KB_RUN_NONE_VERIFIED)
+			print_search_summary(s);
+		return;
 	}
-	switch (res.outcome) {
-	case KB_TUNE_NO_TEMPLATE:
-		fprintf(stderr, "kernelbot run: no built-in template for this operator: %s\n", res.why);
-		rc = KB_EXIT_NO;
-		goto out;
-	case KB_TUNE_NONE_VERIFIED:
-		fprintf(stderr, "kernelbot run: no point of the %s template verified: %s\n", res.kind, res.why);
-		rc = KB_EXIT_NO;
-		goto out;
-	case KB_TUNE_OPERATOR_ERROR:
-		fprintf(stderr, "kernelbot run: %s\n", res.why);
-		goto out;
-	case KB_TUNE_OK:
-		break;
-	}
-	if (write_outputs(vf, &res, op, out_dir, kb_backend_name(to->backend), to->pass,
-			  to->seeds > 0 ? to->seeds : cfg->seeds)) {
-		fprintf(stderr, "kernelbot run: could not write the results to '%s'\n", out_dir);
-		goto out;
-	}
-	printf("verified kernel for '%s': %s template (%s), point %s\n", op, res.family, res.kind,
-	       res.points[res.best].name);
-	kb_evidence_print_summary(res.evidence, stdout);
+	if (res->searched)
+		printf("verified kernel for '%s': llm search, candidate %lld (%s%s%s)\n", op,
+		       (long long)s->best_candidate_id, s->best_proposer, s->best_model ? " by " : "",
+		       s->best_model ? s->best_model : "");
+	else
+		printf("verified kernel for '%s': %s template (%s), point %s\n", op, t->family, t->kind,
+		       t->points[t->best].name);
+	kb_evidence_print_summary(ev, stdout);
 	printf("\n");
-	kb_evidence_print_table(res.evidence, stdout);
-	cli_print_headline(res.evidence, cfg->report_noise_band, "", stdout);
+	kb_evidence_print_table(ev, stdout);
+	cli_print_headline(ev, cfg->report_noise_band, "", stdout);
+	if (res->searched) {
+		printf("\n");
+		print_search_summary(s);
+		printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py search.json\n", out_dir,
+		       res->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp");
+		return;
+	}
 	printf("\ntuning: %zu of %zu points tried, %zu built, %zu timed, %zu from the cache, %.1f s%s\n",
-	       res.nr_points, res.space_size, res.built, res.timed, res.cache_hits, res.seconds,
-	       res.all_cached ? " (cached: nothing built or timed)" : "");
-	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py\n", out_dir, res.ext);
-	rc = KB_EXIT_OK;
-out:
-	kb_tune_result_release(&res);
-	return rc;
+	       t->nr_points, t->space_size, t->built, t->timed, t->cache_hits, t->seconds,
+	       t->all_cached ? " (cached: nothing built or timed)" : "");
+	printf("wrote %s/: kernel%s kernel.json evidence.json report.md binding.py\n", out_dir, t->ext);
 }
 
 /*
@@ -416,40 +359,49 @@ static void record_end(struct run_record *rec, int rc)
 	rec->st = NULL;
 }
 
+/* The pipeline's options from the command line's; strings point into a and out_dir. */
+static void run_opts(struct kb_run_opts *o, const struct run_args *a, enum kb_backend backend,
+		     const char *out_dir, struct kb_progress *pg)
+{
+	o->operator_path = a->op;
+	o->out_dir = out_dir;
+	o->pass = a->pass;
+	o->backend = backend;
+	o->seeds = a->seeds;
+	o->deadline_ms = a->deadline_ms;
+	o->progress = pg;
+	o->fresh = a->search.fresh;
+	o->seed = a->search.seed;
+	o->job_id = a->search.job_id;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a = { .backend = KB_BACKEND_AUTO, .pass = "forward" };
-	struct kb_config cfg;
-	struct kb_verifier vf;
-	struct kb_tune_opts to = { 0 };
+	struct cli_verifier v = CLI_VERIFIER_INIT("run");
+	struct kb_run_opts ro = { 0 };
+	struct kb_run_result res;
 	struct kb_progress pg;
 	struct run_record rec = { 0 };
 	struct strbuf out_dir = STRBUF_INIT, name = STRBUF_INIT;
 	FILE *progress_fp = NULL;
 	enum kb_backend backend;
-	bool vf_ready = false;
 	int rc = KB_EXIT_USAGE;
 
+	kb_run_result_init(&res);
 	if (!parse_args(argc, argv, &a, &rc))
-		return rc;
-	backend = a.backend;
-	to.pass = a.pass;
-	to.deadline_ms = a.deadline_ms;
-	rc = cli_load_config(a.config_path, &cfg);
+		goto out;
+	v.config_path = a.config_path;
+	v.backend_arg = a.backend_arg;
+	v.backend = a.backend;
+	rc = cli_verifier_start(&v);
 	if (rc)
 		goto out;
 	rc = KB_EXIT_USAGE;
-	if (!a.backend_arg)
-		backend = cfg.backend;
-	vf_ready = true;
-	if (kb_verifier_init(&vf, &cfg)) {
-		fprintf(stderr, "kernelbot run: cannot run the verifier (see the error above)\n");
-		goto out;
-	}
-	to.backend = kb_python_backend(vf.probe, backend);
-	if (to.backend == KB_BACKEND_CUDA && !(vf.probe->cuda_available && vf.probe->device_count > 0)) {
+	backend = kb_python_backend(v.vf.probe, v.backend);
+	if (backend == KB_BACKEND_CUDA && !(v.vf.probe->cuda_available && v.vf.probe->device_count > 0)) {
 		rc = cli_usage_error("run", "backend 'cuda' needs a gpu, but torch in '%s' sees none (try --backend cpu)",
-				     vf.probe->python);
+				     v.vf.probe->python);
 		goto out;
 	}
 	kb_operator_name(a.op, &name);
@@ -457,8 +409,6 @@ int cmd_run(int argc, char **argv)
 		strbuf_addstr(&out_dir, a.out_arg);
 	else
 		strbuf_addf(&out_dir, "kernelbot-out/%s", name.buf);
-	to.operator_path = a.op;
-	to.seeds = a.seeds;
 	if (a.progress_path) {
 		/* plain lines, parsed on their way to stderr into the progress file */
 		progress_fp = kb_progress_file_open(a.progress_path, stderr);
@@ -468,15 +418,13 @@ int cmd_run(int argc, char **argv)
 	} else {
 		kb_progress_init(&pg, stderr, -1);
 	}
-	to.progress = &pg;
-	vf.progress = &pg; /* the harness's config and seed inside each step */
-	record_start(&rec, &cfg, &a, to.backend, out_dir.buf, &pg);
+	v.vf.progress = &pg; /* the harness's config and seed inside each step */
+	record_start(&rec, &v.cfg, &a, backend, out_dir.buf, &pg);
 
-	/* with models configured: templates first, then the LLM search (run_search.c) */
-	if (cfg.nr_llm_models > 0)
-		rc = cli_run_search(&vf, &cfg, &to, out_dir.buf, &a.search);
-	else
-		rc = run_templates(&vf, &cfg, &to, out_dir.buf);
+	run_opts(&ro, &a, backend, out_dir.buf, &pg);
+	kb_run(&v.vf, &v.cfg, &ro, &res);
+	print_result(&res, &v.cfg, out_dir.buf);
+	rc = exit_code(res.outcome);
 	kb_progress_end(&pg); /* the log forgets the bar before pg goes out of scope */
 	pg.observe = NULL;
 	record_end(&rec, rc);
@@ -484,9 +432,8 @@ out:
 	fflush(stdout);
 	if (progress_fp)
 		fclose(progress_fp);
-	if (vf_ready)
-		kb_verifier_release(&vf);
-	kb_config_release(&cfg);
+	cli_verifier_release(&v);
+	kb_run_result_release(&res);
 	strbuf_release(&out_dir);
 	strbuf_release(&name);
 	return rc;

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "cli/cli.h"
+#include "cli/cli_verifier.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -31,6 +32,10 @@ static void usage(FILE *fp)
 		"      --timeout S        wall-clock limit of each evaluation (default [harness] timeout_s)\n"
 		"      --seeds N          trials per config (default [harness] seeds)\n"
 		"      --max-configs N    configs checked (default [harness] max_configs)\n"
+		"      --set SECTION.KEY=VALUE  one measurement or tolerance setting over the config,\n"
+		"                         as a pull request's Reproduce command pins them: bench.warmup,\n"
+		"                         bench.min_time_ms, bench.max_reps, bench.l2_flush, bench.baselines,\n"
+		"                         harness.atol_fp32 (and rtol, fp16, bf16), harness.error_factor\n"
 		"      --pass forward|backward\n"
 		"      --json PATH        write the evidence JSON: to the file PATH for one\n"
 		"                         kernel, else (several kernels, or PATH a directory or\n"
@@ -214,92 +219,62 @@ static int json_paths(const char *json, struct run *r)
 int cmd_verify(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "backend", required_argument, NULL, 'b' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "seeds", required_argument, NULL, 's' },
-		{ "max-configs", required_argument, NULL, 'm' },
-		{ "pass", required_argument, NULL, 'p' },
-		{ "json", required_argument, NULL, 'j' },
-		{ "fresh", no_argument, NULL, 'f' },
+		CLI_EVAL_OPTIONS,
 		{ "no-timing", no_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct kb_config cfg;
-	struct kb_verifier vf;
-	struct kb_eval_opts eo = { .mode = "verify", .pass = "forward", .timing = true };
-	struct strbuf why = STRBUF_INIT;
+	struct cli_eval_args a = {
+		.v = CLI_VERIFIER_INIT("verify"),
+		.eo = { .mode = "verify", .pass = "forward", .timing = true },
+	};
 	struct run run = { 0 };
 	struct kb_progress pg;
-	const char *config_path = NULL, *json_path = NULL, *backend_arg = NULL;
-	enum kb_backend backend = KB_BACKEND_AUTO, resolved;
-	bool cfg_loaded = false, vf_ready = false, fresh = false;
+	enum kb_backend resolved = KB_BACKEND_AUTO;
 	cJSON **evs = NULL;
 	int c, rc = KB_EXIT_USAGE;
 
 	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'c': config_path = optarg; break;
-		case 'b': backend_arg = optarg; break;
-		case 'j': json_path = optarg; break;
-		case 'f': fresh = true; break;
-		case 'n': eo.timing = false; break;
-		case 'p': case 't': case 's': case 'm':
-			if (cli_eval_option("verify", c, optarg, &eo))
-				return KB_EXIT_USAGE;
-			break;
-		case 'h': usage(stdout); return KB_EXIT_OK;
-		default: return cli_usage_error("verify", "unknown option");
+		if (c == 'h') {
+			usage(stdout);
+			return KB_EXIT_OK;
 		}
+		if (c == 'n') {
+			a.eo.timing = false;
+			continue;
+		}
+		rc = cli_eval_arg(&a, c, optarg);
+		if (rc == 1)
+			return cli_usage_error("verify", "unknown option");
+		if (rc)
+			return rc;
 	}
 	if (argc - optind < 2)
 		return cli_usage_error("verify", "expected OPERATOR and at least one KERNEL, got %d argument%s",
 				       argc - optind, argc - optind == 1 ? "" : "s");
-	eo.operator_path = argv[optind];
+	a.eo.operator_path = argv[optind];
 	run.kernels = (const char *const *)argv + optind + 1;
 	run.n = (size_t)(argc - optind - 1);
-	eo.kernel_path = run.kernels[0];
-	if (backend_arg && (kb_backend_parse(backend_arg, &backend) || backend == KB_BACKEND_AUTO))
-		return cli_usage_error("verify", "unknown backend '%s' (cuda or cpu)", backend_arg);
-	for (size_t i = 0; i < run.n; i++)
-		if (kb_verifier_check_paths(eo.operator_path, run.kernels[i], &why)) {
-			rc = cli_usage_error("verify", "%s", why.buf);
-			strbuf_release(&why);
-			return rc;
-		}
+	a.eo.kernel_path = run.kernels[0];
+	rc = cli_eval_check(&a, run.kernels, run.n);
+	if (rc)
+		return rc;
 	run.json = xcalloc(run.n, sizeof(*run.json));
 	evs = xcalloc(run.n, sizeof(*evs));
-	if (json_path && (rc = json_paths(json_path, &run)))
+	if (a.json_path && (rc = json_paths(a.json_path, &run)))
 		goto out;
 
-	rc = cli_load_config(config_path, &cfg);
-	cfg_loaded = true;
+	rc = cli_eval_start(&a, run.kernels, run.n, &resolved);
 	if (rc)
 		goto out;
 	rc = KB_EXIT_USAGE;
-	run.noise_floor = cfg.report_noise_band;
-	if (!backend_arg)
-		backend = cfg.backend;
-	vf_ready = true;
-	if (kb_verifier_init(&vf, &cfg)) {
-		fprintf(stderr, "kernelbot verify: cannot run the verifier (see the error above)\n");
-		goto out;
-	}
-	for (size_t i = 0; i < run.n; i++)
-		if (kb_verifier_backend(&vf, run.kernels[i], backend, &resolved, &why)) {
-			rc = cli_usage_error("verify", "%s", why.buf);
-			goto out;
-		}
+	run.noise_floor = a.v.cfg.report_noise_band;
 	/* one kernel: its backend as resolved; several: each resolves its own */
-	eo.backend = run.n == 1 ? resolved : backend;
-	if (!fresh)
-		kb_verifier_use_worker(&vf);
+	a.eo.backend = run.n == 1 ? resolved : a.v.backend;
 	/* a bar on a terminal, plain lines and a heartbeat in a log */
 	kb_progress_init(&pg, stderr, -1);
-	run.pg = vf.progress = &pg;
+	run.pg = a.v.vf.progress = &pg;
 	kb_progress_stage(&pg, "verify", run.n);
-	c = kb_verifier_evaluate_many(&vf, &eo, run.kernels, run.n, evs, on_done, &run);
+	c = kb_verifier_evaluate_many(&a.v.vf, &a.eo, run.kernels, run.n, evs, on_done, &run);
 	kb_progress_end(&pg);
 	if (c == KB_ECANCELLED) {
 		fprintf(stderr, "kernelbot verify: interrupted\n");
@@ -320,10 +295,6 @@ out:
 		for (size_t i = 0; i < run.n; i++)
 			free(run.json[i]);
 	free(run.json);
-	if (vf_ready)
-		kb_verifier_release(&vf);
-	if (cfg_loaded)
-		kb_config_release(&cfg);
-	strbuf_release(&why);
+	cli_verifier_release(&a.v);
 	return rc;
 }

@@ -612,6 +612,24 @@ static int expand_env(const char *val, struct strbuf *out, struct strbuf *why)
 	return 0;
 }
 
+/* KB_CONFIG_SETTABLE's keys, one by one */
+static const char *const settable[] = {
+	"bench.warmup", "bench.min_time_ms", "bench.max_reps", "bench.l2_flush", "bench.baselines",
+	"harness.atol_fp32", "harness.rtol_fp32", "harness.atol_fp16", "harness.rtol_fp16",
+	"harness.atol_bf16", "harness.rtol_bf16", "harness.error_factor",
+};
+
+static bool is_settable(const char *section, const char *key)
+{
+	size_t ls = strlen(section);
+
+	for (size_t i = 0; i < ARRAY_SIZE(settable); i++)
+		if (!strncmp(settable[i], section, ls) && settable[i][ls] == '.' &&
+		    !strcmp(settable[i] + ls + 1, key))
+			return true;
+	return false;
+}
+
 static const struct cfg_row *find_row(const char *section, const char *key)
 {
 	for (size_t i = 0; i < NR_ROWS; i++)
@@ -1175,6 +1193,42 @@ out:
 	free(ctx.model_set_on);
 	strbuf_release(&ctx.err);
 	strbuf_release(&data);
+	return rc;
+}
+
+int kb_config_set(struct kb_config *cfg, const char *assignment, struct strbuf *why)
+{
+	const char *eq = strchr(assignment, '='), *dot = strchr(assignment, '.');
+	struct load_ctx ctx;
+	char *section = NULL, *key = NULL;
+	const struct cfg_row *row;
+	int set_on = 0, rc = -1;
+
+	if (!eq || !dot || dot > eq) {
+		strbuf_addf(why, "'%s' is not SECTION.KEY=VALUE", assignment);
+		return -1;
+	}
+	section = xstrndup(assignment, (size_t)(dot - assignment));
+	key = xstrndup(dot + 1, (size_t)(eq - dot - 1));
+	row = find_row(section, key);
+	if (!row || !is_settable(section, key)) {
+		strbuf_addf(why, "%s.%s cannot be set on the command line (these can: %s)", section, key,
+			    KB_CONFIG_SETTABLE);
+		goto out;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cfg = cfg;
+	strbuf_init(&ctx.err, 0);
+	if (!store_key(&ctx, section, key, eq + 1, row, cfg, &set_on) || ctx.err_line || ctx.err.len) {
+		strbuf_addstr(why, ctx.err.buf);
+		strbuf_release(&ctx.err);
+		goto out;
+	}
+	strbuf_release(&ctx.err);
+	rc = 0;
+out:
+	free(section);
+	free(key);
 	return rc;
 }
 

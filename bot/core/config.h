@@ -166,6 +166,19 @@ int kb_config_load(struct kb_config *cfg, const char *path);
 int kb_config_reload(struct kb_config *cfg, const char *path);
 /* Free every string the struct owns. */
 void kb_config_release(struct kb_config *cfg);
+
+/*
+ * One "SECTION.KEY=VALUE" over a loaded config (the command line's --set),
+ * for the keys that only say how a candidate is measured and judged
+ * (KB_CONFIG_SETTABLE: [bench] timing, [harness] tolerances and the
+ * error bound): a pull request's Reproduce command pins them, and no
+ * command line turns off the sandbox or points at another python this
+ * way. 0, or -1 with why.
+ */
+#define KB_CONFIG_SETTABLE "bench.warmup, bench.min_time_ms, bench.max_reps, bench.l2_flush, " \
+	"bench.baselines, harness.atol_fp32, harness.rtol_fp32, harness.atol_fp16, " \
+	"harness.rtol_fp16, harness.atol_bf16, harness.rtol_bf16, harness.error_factor"
+int kb_config_set(struct kb_config *cfg, const char *assignment, struct strbuf *why);
 /* Print the effective configuration as INI, secrets as ***. */
 void kb_config_print(const struct kb_config *cfg, FILE *fp);
 /*

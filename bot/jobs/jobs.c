@@ -9,6 +9,7 @@
 #include "jobs/jobs_priv.h"
 #include "report/headline.h"
 #include "report/markdown.h"
+#include "run/kernel_json.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -488,11 +489,13 @@ static void fail(struct kb_jobs *j, struct runner *r, const char *err)
 /* Did the child's time budget stop its search early (kernel.json tuning.cut_short)? */
 static bool cut_short(struct runner *r)
 {
-	cJSON *kj = jread_json(r->out.buf, "kernel.json");
-	bool cut = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(kj, "tuning"), "cut_short"));
+	struct kb_kernel_info kj;
+	bool cut;
 
-	cJSON_Delete(kj);
+	kb_kernel_info_init(&kj);
+	kb_kernel_json_read(r->out.buf, &kj);
+	cut = kj.tuning.cut_short;
+	kb_kernel_info_release(&kj);
 	return cut;
 }
 

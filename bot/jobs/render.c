@@ -7,6 +7,7 @@
 #include "report/comments.h"
 #include "report/markdown.h"
 #include "report/pr_body.h"
+#include "run/kernel_json.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -296,17 +297,18 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	       struct strbuf *kernel_path)
 {
 	cJSON *ev = jread_json(r->out.buf, "evidence.json");
-	cJSON *kj = jread_json(r->out.buf, "kernel.json");
-	const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
-	const cJSON *search = cJSON_GetObjectItemCaseSensitive(kj, "search");
+	struct kb_kernel_info kj;
 	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT, proposer = STRBUF_INIT;
 	struct strbuf notice = STRBUF_INIT;
 	struct kb_pr_report rep;
 	struct kb_speedup_point *hist;
-	const char *src = kb_json_str(kj, "source");
+	const char *src;
 	size_t nh = 0;
 	int rc = -1;
 
+	kb_kernel_info_init(&kj);
+	kb_kernel_json_read(r->out.buf, &kj); /* missing or unreadable: the defaults */
+	src = kj.source;
 	hist = read_history(r, &nh);
 	strbuf_reset(kernel_path);
 	/* a plain file name, else the default: "" or ".." is no kernel file */
@@ -321,35 +323,31 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rep.job.pr_number = r->job.pr_number;
 	rep.job.head_sha = r->job.head_sha;
 	rep.job.operator_path = r->job.operator_path;
-	rep.job.backend = kb_json_str(kj, "backend");
+	rep.job.backend = kj.backend;
 	rep.job.state = "done";
 	rep.evidence = ev;
-	if (cJSON_IsObject(search)) {
-		const cJSON *llm = cJSON_GetObjectItemCaseSensitive(search, "llm"), *m;
-
-		rep.search.candidates = kb_i64_from_double(kb_json_num(search, "candidates", 0));
-		rep.search.verified = kb_i64_from_double(kb_json_num(search, "verified", 0));
-		rep.search.generations = kb_i64_from_double(kb_json_num(search, "generations", 0));
-		rep.search.wall_s = kb_json_num(search, "wall_s", 0);
-		rep.search.llm_cost_usd = kb_json_num(llm, "cost_usd", 0);
+	if (kj.searched) {
+		rep.search.candidates = kj.search.candidates;
+		rep.search.verified = kj.search.verified;
+		rep.search.generations = kj.search.generations;
+		rep.search.wall_s = kj.search.wall_s;
+		rep.search.llm_cost_usd = kj.search.llm_cost_usd;
 		strbuf_addstr(&proposer, "LLM search");
-		cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(search, "models"))
-			if (cJSON_IsString(m))
-				strbuf_addf(&proposer, "%s%s", proposer.len == 10 ? " (" : ", ",
-					    m->valuestring);
+		for (size_t i = 0; i < kj.search.models.nr; i++)
+			strbuf_addf(&proposer, "%s%s", proposer.len == 10 ? " (" : ", ", kj.search.models.v[i]);
 		if (proposer.len > 10)
 			strbuf_addch(&proposer, ')');
 		rep.search.proposer = proposer.buf;
-		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "cut_short")))
+		if (kj.search.cut_short)
 			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
 	} else {
-		rep.search.candidates = kb_i64_from_double(kb_json_num(tuning, "points_tried", 0));
-		rep.search.verified = kb_i64_from_double(kb_json_num(tuning, "verified", 0));
-		rep.search.generations = kb_i64_from_double(kb_json_num(tuning, "points_tried", 0));
+		rep.search.candidates = kj.tuning.points_tried;
+		rep.search.verified = kj.tuning.verified;
+		rep.search.generations = kj.tuning.points_tried;
 		rep.search.generations_label = "template points";
-		rep.search.wall_s = kb_json_num(tuning, "seconds", 0);
+		rep.search.wall_s = kj.tuning.seconds;
 		rep.search.proposer = "built-in templates";
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tuning, "cut_short")))
+		if (kj.tuning.cut_short)
 			rep.search.cut_short_budget_s = r->budget_s > 0 ? r->budget_s : 1;
 	}
 	rep.history = hist;
@@ -359,8 +357,7 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rep.binding_dir = binding.buf;
 	rep.evidence_path = evpath.buf;
 	rep.noise_band = j ? j->cfg->report_noise_band : 0; /* NULL (fuzzing): the default */
-	rep.screening_speedup = kb_json_num(cJSON_GetObjectItemCaseSensitive(kj, "screening"),
-					    "speedup_eager", 0);
+	rep.screening_speedup = kj.screening_speedup;
 	if (jhead_moved(r)) {
 		head_moved_notice(&notice, r);
 		rep.notice = notice.buf;
@@ -374,7 +371,7 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rc = 0;
 out:
 	cJSON_Delete(ev);
-	cJSON_Delete(kj);
+	kb_kernel_info_release(&kj);
 	free(hist);
 	strbuf_release(&binding);
 	strbuf_release(&evpath);

@@ -851,6 +851,65 @@ static void add_sh_word(struct strbuf *sb, const char *s)
 	strbuf_addch(sb, '\'');
 }
 
+/* One " --set KEY=VALUE" for a number (an integer when it is one). */
+static void add_set_num(struct strbuf *code, const char *key, const cJSON *v)
+{
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return;
+	if (v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 1e15)
+		strbuf_addf(code, " \\\n    --set %s=%.0f", key, v->valuedouble);
+	else
+		strbuf_addf(code, " \\\n    --set %s=%.9g", key, v->valuedouble);
+}
+
+/*
+ * The evidence's settings (timing, tolerances, the error bound) as --set
+ * options: the reviewer's own config must not change what is measured
+ * or how it is judged.
+ */
+static void add_pinned_settings(struct strbuf *code, const cJSON *set)
+{
+	static const struct { const char *dtype, *atol, *rtol; } tol[] = {
+		{ "float32", "harness.atol_fp32", "harness.rtol_fp32" },
+		{ "float16", "harness.atol_fp16", "harness.rtol_fp16" },
+		{ "bfloat16", "harness.atol_bf16", "harness.rtol_bf16" },
+	};
+	const cJSON *t = kb_md_ev_obj(set, "timing"), *tols = kb_md_ev_obj(set, "tolerances"), *b;
+
+	if (!set)
+		return;
+	if (t) {
+		add_set_num(code, "bench.warmup", cJSON_GetObjectItemCaseSensitive(t, "warmup"));
+		add_set_num(code, "bench.min_time_ms", cJSON_GetObjectItemCaseSensitive(t, "min_time_ms"));
+		add_set_num(code, "bench.max_reps", cJSON_GetObjectItemCaseSensitive(t, "max_reps"));
+		b = cJSON_GetObjectItemCaseSensitive(t, "l2_flush");
+		if (cJSON_IsBool(b))
+			strbuf_addf(code, " \\\n    --set bench.l2_flush=%s", cJSON_IsTrue(b) ? "on" : "off");
+		b = cJSON_GetObjectItemCaseSensitive(t, "baselines");
+		if (cJSON_IsArray(b) && cJSON_GetArraySize(b) > 0) {
+			const cJSON *n;
+			bool first = true;
+
+			strbuf_addstr(code, " \\\n    --set bench.baselines=");
+			cJSON_ArrayForEach(n, b) {
+				/* names from a fixed list ([bench] baselines): no quoting needed */
+				if (!cJSON_IsString(n) || strspn(n->valuestring, "abcdefghijklmnopqrstuvwxyz_") !=
+				    strlen(n->valuestring))
+					continue;
+				strbuf_addf(code, "%s%s", first ? "" : ",", n->valuestring);
+				first = false;
+			}
+		}
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(tol); i++) {
+		const cJSON *d = kb_md_ev_obj(tols, tol[i].dtype);
+
+		add_set_num(code, tol[i].atol, cJSON_GetObjectItemCaseSensitive(d, "atol"));
+		add_set_num(code, tol[i].rtol, cJSON_GetObjectItemCaseSensitive(d, "rtol"));
+	}
+	add_set_num(code, "harness.error_factor", cJSON_GetObjectItemCaseSensitive(set, "error_factor"));
+}
+
 static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 {
 	const struct kb_pr_report *r = c->r;
@@ -881,6 +940,7 @@ static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 		strbuf_addf(&code, " --seeds %.0f", seeds);
 	if (c->nconfigs)
 		strbuf_addf(&code, " --max-configs %zu", c->nconfigs);
+	add_pinned_settings(&code, kb_md_ev_obj(c->ev, "settings"));
 	strbuf_addch(&code, '\n');
 	kb_md_fence(sb, "sh", code.buf, code.len);
 	strbuf_addstr(sb, "\nIt runs the same checks on the same configs and prints the same table");

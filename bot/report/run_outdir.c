@@ -1,7 +1,6 @@
 #include "core/common.h"
 #include "report/run_report.h"
 #include "core/log.h"
-#include "core/redact.h"
 #include "core/util.h"
 #include "verifier/evidence.h"
 
@@ -175,7 +174,7 @@ out:
 int kb_run_write_dir(const struct kb_run_output *o)
 {
 	struct strbuf sb = STRBUF_INIT, path = STRBUF_INIT;
-	cJSON *ev = NULL, *kb, *kernel, *kj = NULL, *tuning;
+	cJSON *ev = NULL, *kb, *kernel;
 	int rc = -1;
 
 	if (kb_mkdir_p(o->dir, 0755)) {
@@ -184,20 +183,7 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	}
 	if (write_text(o->dir, o->report.kernel_file, o->source, o->source_len))
 		goto out;
-	/* tuning.cut_short: whether the time budget stopped the search (the daemon reads it) */
-	kj = cJSON_Duplicate(o->kernel_json, true);
-	if (!kj)
-		die("out of memory");
-	/* committed with the kernel: no compiler text, every string redacted */
-	cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(kj, "build"), "errors");
-	kb_redact_json(kj, KB_REDACT_FIELD_MAX);
-	tuning = cJSON_GetObjectItemCaseSensitive(kj, "tuning");
-	if (cJSON_IsObject(tuning)) {
-		cJSON_DeleteItemFromObjectCaseSensitive(tuning, "cut_short");
-		cJSON_AddBoolToObject(tuning, "cut_short", o->report.tuning.cut_short);
-	}
-	if (write_json(o->dir, "kernel.json", kj))
-		goto out;
+	/* kernel.json has a writer of its own (run/kernel_json.h) */
 
 	/* the evidence names the copy it vouches for (same bytes, same sha256) */
 	ev = cJSON_Duplicate(o->report.evidence, true);
@@ -230,7 +216,6 @@ int kb_run_write_dir(const struct kb_run_output *o)
 	rc = 0;
 out:
 	cJSON_Delete(ev);
-	cJSON_Delete(kj);
 	strbuf_release(&sb);
 	strbuf_release(&path);
 	return rc;

@@ -4,7 +4,8 @@
  * What `kernelbot run` leaves in its output directory (issue 4):
  *
  *   kernel.cu | kernel.cpp   the best kernel (native ABI)
- *   kernel.json              template, point, build figures, tuning figures
+ *   kernel.json              the run's record (run/kernel_json.h writes it;
+ *                            its format: bot/run/KERNEL_JSON.md)
  *   evidence.json            the final verification's evidence
  *   report.md                summary (the headline policy of
  *                            bot/report/HEADLINE.md), speedup table,
@@ -34,7 +35,7 @@ struct kb_run_tuning {
 	size_t built, timed, cache_hits; /* this run's work */
 	bool all_cached;                /* nothing built or timed: an earlier run's measurements */
 	bool final_cached;              /* the final verdict came from the cache */
-	bool cut_short;                 /* the time budget stopped the search early (kernel.json: tuning.cut_short) */
+	bool cut_short;                 /* the time budget stopped the search early */
 	double seconds;                 /* wall time of the tuning */
 };
 
@@ -76,12 +77,11 @@ struct kb_binding_spec {
 /* binding.py's text, appended to out. */
 void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b);
 
-/* Everything kb_run_write_dir writes. */
+/* Everything kb_run_write_dir writes (kernel.json aside). */
 struct kb_run_output {
 	const char *dir;
 	const char *source;             /* the kernel's text */
 	size_t source_len;
-	const cJSON *kernel_json;       /* kernel.json's object */
 	const char *abi_header;         /* kernelbot_abi.h to copy */
 	const char *dlpack_include;     /* directory holding dlpack/dlpack.h; NULL: the system's */
 	struct kb_run_report report;
@@ -89,7 +89,8 @@ struct kb_run_output {
 };
 
 /*
- * Create dir (and parents) and write every file listed above; the
+ * Create dir (and parents) and write every file listed above but
+ * kernel.json (run/kernel_json.h writes that one); the
  * evidence's kernelbot.kernel.path is pointed at the copy in dir (same
  * bytes, same sha256). Files are written atomically; an earlier run's
  * files are replaced. 0 or -1 (logged).

@@ -238,12 +238,14 @@ void kb_tune_settings_hash(const struct kb_config *cfg, char out[17])
 	struct strbuf sb = STRBUF_INIT;
 	char hex[65];
 
+	/* every setting a verdict or a figure depends on: a cached one is reused only under them */
 	strbuf_addf(&sb, "max_configs=%lld tol=%.9g,%.9g,%.9g,%.9g,%.9g,%.9g suspicious=%.9g "
-		    "warmup=%lld min_time_ms=%lld max_reps=%lld l2_flush=%d baselines=%s",
+		    "warmup=%lld min_time_ms=%lld max_reps=%lld l2_flush=%d baselines=%s "
+		    "error_factor=%.9g",
 		    (long long)cfg->max_configs, cfg->atol_fp32, cfg->rtol_fp32, cfg->atol_fp16,
 		    cfg->rtol_fp16, cfg->atol_bf16, cfg->rtol_bf16, cfg->suspicious_speedup,
 		    (long long)cfg->warmup, (long long)cfg->min_time_ms, (long long)cfg->max_reps,
-		    cfg->l2_flush, cfg->baselines ? cfg->baselines : "");
+		    cfg->l2_flush, cfg->baselines ? cfg->baselines : "", cfg->error_factor);
 	kb_sha256_hex(sb.buf, sb.len, hex);
 	memcpy(out, hex, 16);
 	out[16] = '\0';

@@ -307,10 +307,10 @@ def test_backward_pass(env):
 
 
 def test_no_point_verified_exits_1(env):
-    # tolerances no float kernel meets: every point is rejected
+    # tolerances no float kernel meets, and no error bound: every point is rejected
     cfg = env["dir"] / "strict.ini"
     cfg.write_text(open(env["config"]).read().replace(
-        "seeds = 2\n", "seeds = 2\natol_fp32 = 1e-12\nrtol_fp32 = 1e-12\n"))
+        "seeds = 2\n", "seeds = 2\natol_fp32 = 1e-12\nrtol_fp32 = 1e-12\nerror_factor = 0\n"))
     out = env["dir"] / "out" / "strict"
     r = subprocess.run([BIN, "run", "-c", str(cfg), operator_path(env, "fused_pointwise", "kernelbench"),
                         "--out", str(out)], capture_output=True, text=True, timeout=300,

@@ -136,6 +136,40 @@ static void test_reload(void **state)
 	free(bad);
 }
 
+/* --set: measurement and tolerance keys only, each checked like the file's. */
+static void test_set(void **state)
+{
+	struct kb_config cfg;
+	struct strbuf why = STRBUF_INIT;
+
+	(void)state;
+	kb_config_init(&cfg);
+	assert_int_equal(kb_config_set(&cfg, "bench.min_time_ms=5", &why), 0);
+	assert_int_equal(cfg.min_time_ms, 5);
+	assert_int_equal(kb_config_set(&cfg, "bench.l2_flush=off", &why), 0);
+	assert_false(cfg.l2_flush);
+	assert_int_equal(kb_config_set(&cfg, "harness.error_factor=0", &why), 0);
+	assert_true(cfg.error_factor == 0.0);
+	assert_int_equal(kb_config_set(&cfg, "bench.baselines=eager", &why), 0);
+	assert_string_equal(cfg.baselines, "eager");
+	/* a value the file would refuse */
+	assert_int_equal(kb_config_set(&cfg, "bench.max_reps=0", &why), -1);
+	assert_non_null(strstr(why.buf, "max_reps"));
+	strbuf_reset(&why);
+	/* not a measurement setting: no command line turns off the sandbox */
+	assert_int_equal(kb_config_set(&cfg, "sandbox.enabled=off", &why), -1);
+	assert_non_null(strstr(why.buf, "sandbox.enabled cannot be set on the command line"));
+	strbuf_reset(&why);
+	assert_int_equal(kb_config_set(&cfg, "harness.python=/tmp/evil", &why), -1);
+	strbuf_reset(&why);
+	assert_int_equal(kb_config_set(&cfg, "bench.warmup", &why), -1);
+	assert_non_null(strstr(why.buf, "is not SECTION.KEY=VALUE"));
+	strbuf_reset(&why);
+	assert_int_equal(kb_config_set(&cfg, "bench.warm=1", &why), -1);
+	kb_config_release(&cfg);
+	strbuf_release(&why);
+}
+
 static void test_defaults(void **state)
 {
 	struct kb_config cfg;
@@ -1218,6 +1252,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bin_rejects_unknown_key, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bin_accepts_shipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bin_usage, setup, teardown),
+		cmocka_unit_test(test_set),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -474,6 +474,32 @@ static void test_body_cuda(void **state)
 	cJSON_Delete(ev);
 }
 
+/* The Reproduce command pins what the evidence was taken under (--set). */
+static void test_reproduce_pins_settings(void **state)
+{
+	cJSON *ev = load_evidence("pr_evidence_cpu.json");
+	cJSON *set = cJSON_Parse("{\"tolerances\": {\"float32\": {\"atol\": 1e-05, \"rtol\": 0.0001}},"
+				 " \"error_factor\": 16, \"timing\": {\"warmup\": 1, \"min_time_ms\": 5,"
+				 " \"max_reps\": 20, \"l2_flush\": false,"
+				 " \"baselines\": [\"eager\", \"x;rm -rf ~\"]}}");
+	struct kb_pr_report r;
+	struct strbuf body = STRBUF_INIT;
+
+	(void)state;
+	cJSON_AddItemToObject(ev, "settings", set);
+	cpu_report(&r, ev);
+	assert_int_equal(kb_pr_body(&body, &r, NULL), 0);
+	assert_non_null(strstr(body.buf, "--backend cpu --seeds 5 --max-configs 12 \\\n"
+				   "    --set bench.warmup=1 \\\n    --set bench.min_time_ms=5 \\\n"
+				   "    --set bench.max_reps=20 \\\n    --set bench.l2_flush=off \\\n"
+				   "    --set bench.baselines=eager \\\n    --set harness.atol_fp32=1e-05 \\\n"
+				   "    --set harness.rtol_fp32=0.0001 \\\n    --set harness.error_factor=16\n```"));
+	/* a name that is no baseline never reaches the shell */
+	assert_null(strstr(body.buf, "rm -rf"));
+	strbuf_release(&body);
+	cJSON_Delete(ev);
+}
+
 static void test_body_cpu(void **state)
 {
 	cJSON *ev = load_evidence("pr_evidence_cpu.json");
@@ -1504,6 +1530,7 @@ int main(void)
 		cmocka_unit_test(test_progress_extras),
 		cmocka_unit_test(test_review),
 		cmocka_unit_test(test_status_and_check),
+		cmocka_unit_test(test_reproduce_pins_settings),
 	};
 
 	log_set_level(getenv("KB_TEST_VERBOSE") ? KB_LOG_DEBUG : KB_LOG_OFF);

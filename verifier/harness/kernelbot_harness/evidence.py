@@ -56,6 +56,18 @@ def config_entry(cfg, checks, atol, rtol):
             "notes": getattr(cfg, "notes", [])}
 
 
+def settings(req):
+    """What the verdict and the figures were taken under: the tolerances,
+    the error bound and (when timed) the timing settings; a Reproduce
+    command pins them (`kernelbot bench --set`)."""
+    out = {"tolerances": req["tolerances"], "error_factor": req.get("error_factor")}
+    t = req.get("timing") or {}
+    if t.get("enabled"):
+        out["timing"] = {k: t.get(k) for k in ("warmup", "min_time_ms", "max_reps", "l2_flush",
+                                                "baselines")}
+    return out
+
+
 def geomean(xs):
     xs = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
     if not xs:

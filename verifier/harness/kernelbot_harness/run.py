@@ -82,7 +82,7 @@ def _evaluate(req, chan, device, clock):
     env["operator_cached"] = kbh_cache.hits["task"] and kbh_cache.hits["configs"]
     base = {"protocol": 1, "mode": req["mode"], "environment": env,
             "operator": kbh_evidence.operator_entry(req, task, configs),
-            "dropped_configs": dropped}
+            "dropped_configs": dropped, "settings": kbh_evidence.settings(req)}
     if req["mode"] == "describe":
         clock.lap("load_s")
         return _describe(base, req, task, configs, device)

@@ -1,8 +1,9 @@
 #include "core/common.h"
 #include "core/json.h"
 #include "core/config.h"
-#include "cli/run_output.h"
 #include "core/util.h"
+#include "run/kernel_json.h"
+#include "run/run_priv.h"
 #include "templates/tune.h"
 #include "verifier/harness_client.h"
 
@@ -19,15 +20,17 @@ static void input_names(const cJSON *describe, struct strvec *out)
 	}
 }
 
-void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf,
-			 const struct kb_tune_result *t, const char *operator_path, const char *out_dir,
-			 const char *backend, const char *pass, int64_t seeds)
+void run_output_init(struct run_output *ro, const struct kb_verifier *vf, const struct kb_run_result *res,
+		     const char *out_dir)
 {
+	const struct kb_tune_result *t = &res->tune;
 	const cJSON *op = cJSON_GetObjectItemCaseSensitive(t->describe, "operator");
+	const char *operator_path = res->operator_path, *backend = kb_backend_name(res->backend);
 	struct strbuf base = STRBUF_INIT;
 	struct kb_run_output *o = &ro->o;
 
 	memset(ro, 0, sizeof(*ro));
+	ro->res = res;
 	strbuf_init(&ro->name, 0);
 	strbuf_init(&ro->kernel_file, 0);
 	strbuf_init(&ro->reference, 0);
@@ -51,8 +54,8 @@ void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf
 	o->report.out_dir = out_dir;
 	o->report.kernel_file = ro->kernel_file.buf;
 	o->report.backend = backend;
-	o->report.pass = pass;
-	o->report.seeds = seeds;
+	o->report.pass = res->pass;
+	o->report.seeds = res->seeds;
 	o->report.noise_band = vf->cfg->report_noise_band;
 	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
 	o->binding.operator_name = ro->name.buf;
@@ -65,7 +68,7 @@ void cli_run_output_init(struct cli_run_output *ro, const struct kb_verifier *vf
 	o->binding.nr_inputs = ro->inputs.nr;
 }
 
-void cli_run_output_tuning(struct cli_run_output *ro, const struct kb_tune_result *t)
+void run_output_tuning(struct run_output *ro, const struct kb_tune_result *t)
 {
 	struct kb_run_tuning *tu = &ro->o.report.tuning;
 
@@ -86,10 +89,15 @@ void cli_run_output_tuning(struct cli_run_output *ro, const struct kb_tune_resul
 	tu->cut_short = t->cut_short;
 }
 
-void cli_run_output_release(struct cli_run_output *ro)
+int run_output_write(struct run_output *ro)
 {
-	cJSON_Delete((cJSON *)ro->o.kernel_json);
-	ro->o.kernel_json = NULL;
+	if (kb_run_write_dir(&ro->o))
+		return -1;
+	return kb_kernel_json_write(ro->o.dir, ro->res);
+}
+
+void run_output_release(struct run_output *ro)
+{
 	strbuf_release(&ro->name);
 	strbuf_release(&ro->kernel_file);
 	strbuf_release(&ro->reference);
