@@ -311,6 +311,7 @@ int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why)
 	bool held = false;
 	struct block *best = NULL;
 	bool best_entry = false;
+	size_t kernels = 0;
 
 	strbuf_reset(out);
 	if (why)
@@ -387,14 +388,19 @@ int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why)
 		if (!b->closed || only_space(b->text.buf, b->text.len))
 			continue;
 		entry = defines_entry(b->text.buf, b->text.len);
-		if (!best || (entry && !best_entry) ||
-		    (entry == best_entry && b->text.len > best->text.len)) {
+		kernels += entry;
+		/* of several kernels the last (a reply's revision); else the longest block */
+		if (!best || (entry && !best_entry) || (entry && best_entry) ||
+		    (!entry && !best_entry && b->text.len > best->text.len)) {
 			best = b;
 			best_entry = entry;
 		}
 	}
 	if (best) {
 		strbuf_add(out, best->text.buf, best->text.len);
+		if (kernels > 1 && why)
+			strbuf_addf(why, "reply has %zu kernels (code blocks defining the ABI entry); the last one is used",
+				    kernels);
 	} else if (!nr) {
 		reason = "reply has no code block";
 	} else {

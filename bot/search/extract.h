@@ -7,7 +7,8 @@
  * info string: cuda, cpp, c++, c, or none). Anything around it (names,
  * reasoning, markdown) is optional and ignored. With several blocks, the
  * one that defines the ABI entry (kb_forward, or PYBIND11_MODULE) wins,
- * the longest of those; with none defining it, the longest block.
+ * the last of those (a reply's revision: "first try ... better ..."),
+ * which why then says; with none defining it, the longest block.
  */
 #include "core/common.h"
 
@@ -21,7 +22,8 @@ struct strbuf;
  * closed", "reply's code block is empty". A fence line inside a block
  * comment or raw string of the code does not close the block (unless the
  * block would then never close). An unclosed block is used only as the
- * reason when no closed block has code.
+ * reason when no closed block has code. On success why holds a note when
+ * a choice between kernels was made, else is empty.
  */
 int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why);
 

@@ -322,6 +322,8 @@ static int propose(struct srch *s, int64_t g, size_t island, int64_t slot, const
 		srch_diagnose(s, "a %s reply had no usable kernel: %s", kind_name(pl->kind), why.buf);
 		goto out;
 	}
+	if (why.len)
+		kb_progress_note(s->pg, "%s reply (%s): %s", kind_name(pl->kind), reply.model, why.buf);
 	c = srch_cand_new(s, kind_name(pl->kind), code.buf, g, (int64_t)island, slot, 0);
 	c->model = xstrdup(reply.model);
 	c->call_key = xstrdup(key.buf);
@@ -378,6 +380,8 @@ static int repair_one(struct srch *s, struct kb_search_cand *c, int64_t round, s
 		srch_diagnose(s, "a repair reply had no usable kernel: %s", why.buf);
 		goto out;
 	}
+	if (why.len)
+		kb_progress_note(s->pg, "repair reply (%s): %s", reply.model, why.buf);
 	r = srch_cand_new(s, "repair", code.buf, c->generation, c->island, c->slot, round);
 	r->model = xstrdup(reply.model);
 	r->call_key = xstrdup(key.buf);

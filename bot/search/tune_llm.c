@@ -56,6 +56,8 @@ int srch_template_step(struct srch *s, int64_t g)
 		kb_progress_note(s->pg, "template step: the reply has no kernel: %s", why.buf);
 		goto out;
 	}
+	if (why.len)
+		kb_progress_note(s->pg, "template step: %s", why.buf);
 	if (kb_tparams_parse(code.buf, &tp, &why)) {
 		kb_progress_note(s->pg, "template step: bad kb-tune parameters: %s", why.buf);
 		goto out;

@@ -95,6 +95,22 @@ static void test_extract_several_blocks(void **state)
 	assert_null(strstr(out.buf, "torch"));
 	assert_int_equal(ex(two_kernels), 0);
 	assert_non_null(strstr(out.buf, "__global__"));
+	/* the last kernel, said so: not the longer first one */
+	{
+		struct strbuf note = STRBUF_INIT;
+		static const char revised[] =
+			"```cuda\n// a long first try, longer than the revision that follows it\n"
+			"int kb_forward(const DLTensor *i, int ni, DLTensor *o, int no, void *s) { return 1; }\n```\n"
+			"Fixed:\n```cuda\nint kb_forward(void) { return 0; }\n```\n";
+
+		assert_int_equal(kb_extract_kernel(revised, &out, &note), 0);
+		assert_string_equal(out.buf, "int kb_forward(void) { return 0; }\n");
+		assert_string_equal(note.buf, "reply has 2 kernels (code blocks defining the ABI entry); "
+				     "the last one is used");
+		assert_int_equal(kb_extract_kernel(py_then_kernel, &out, &note), 0);
+		assert_int_equal(note.len, 0);
+		strbuf_release(&note);
+	}
 	assert_int_equal(ex(none), 0);
 	assert_string_equal(out.buf, "__global__ void k(float *y) { y[0] = 2; }\n");
 	ok(mention_only, "int kb_forward(void) { return 0; }\n");
