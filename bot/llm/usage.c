@@ -95,6 +95,28 @@ void kb_llm_request_hash(const struct kb_llm_model_cfg *m, const struct kb_llm_r
 	free(body);
 }
 
+/*
+ * A reply the provider sent (2xx) but that carried no usable usage figures
+ * (malformed, over the size cap, empty) was still billed: record the
+ * estimate (the prompt's characters / 4, the full max_tokens) rather than
+ * 0 tokens, so that the budgets and the cost stay on the safe side, and
+ * say so in the reply's error line.
+ */
+static void estimate_billed(const struct kb_llm_model_cfg *m, const struct kb_llm_request *req,
+			    struct kb_llm_reply *reply)
+{
+	struct kb_llm_estimate est;
+
+	if (reply->status == KB_LLM_OK || reply->http_status < 200 || reply->http_status > 299 ||
+	    reply->prompt_tokens || reply->completion_tokens)
+		return;
+	kb_llm_estimate(m, req, &est);
+	reply->prompt_tokens = est.prompt_tokens;
+	reply->completion_tokens = est.completion_tokens;
+	reply->cost_usd = est.cost_usd;
+	strbuf_addstr(&reply->error, " (no usage in the reply: tokens and cost estimated)");
+}
+
 int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 		const struct kb_llm_request *req, const struct kb_llm_call_info *info,
 		const struct kb_llm_budget *budget, struct kb_llm_reply *reply)
@@ -131,6 +153,7 @@ int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 	}
 	strbuf_release(&why);
 	rc = kb_llm_chat(c, i, req, reply);
+	estimate_billed(m, req, reply);
 	if (!rec.purpose)
 		rec.purpose = req->purpose;
 	if (!rec.request_hash) {

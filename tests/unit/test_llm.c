@@ -1300,10 +1300,18 @@ static void test_sim_recorded_calls(void **state)
 	/* a failed call is stored, and not replayed */
 	info.call_key = "s1/g0/i0/k1/translate/a0";
 	ctl_do("POST", "faults", "{\"faults\": [{\"body\": \"[]\"}]}");
-	assert_int_equal(kb_llm_call(f.c, st, model_index(&f, "oa"), &kernel_req, &info, &b, &f.r), -1);
-	assert_int_equal(f.r.status, KB_LLM_MALFORMED);
-	assert_int_equal(kb_llm_usage_search(st, search, &u), 0);
-	assert_int_equal(u.calls, 2);
+	{
+		int64_t before_tokens = u.prompt_tokens + u.completion_tokens;
+
+		assert_int_equal(kb_llm_call(f.c, st, model_index(&f, "oa"), &kernel_req, &info, &b, &f.r), -1);
+		assert_int_equal(f.r.status, KB_LLM_MALFORMED);
+		/* answered and billed, but no usage in it: the estimate is recorded, not 0 */
+		assert_true(f.r.prompt_tokens > 0 && f.r.completion_tokens > 0);
+		assert_contains(f.r.error.buf, "tokens and cost estimated");
+		assert_int_equal(kb_llm_usage_search(st, search, &u), 0);
+		assert_int_equal(u.calls, 2);
+		assert_true(u.prompt_tokens + u.completion_tokens > before_tokens);
+	}
 	assert_int_equal(kb_llm_call(f.c, st, model_index(&f, "oa"), &kernel_req, &info, &b, &f.r), 0);
 	assert_string_equal(f.r.text.buf, "a different answer");
 	assert_int_equal(sim_requests(), 3);
