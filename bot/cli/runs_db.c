@@ -18,36 +18,16 @@ void kb_run_row_release(struct kb_run_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* Step a statement that returns no rows and finalize it. 0 or -1 (logged as "could not <what>"). */
-static int step_done(struct kb_state *st, sqlite3_stmt *stmt, const char *what)
-{
-	int rc = 0;
-
-	if (sqlite3_step(stmt) != SQLITE_DONE)
-		rc = error("could not %s in '%s': %s", what, kb_state_path(st), kb_state_errmsg(st));
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
 int kb_runs_db_start(struct kb_state *st, const struct kb_run_row *r, int64_t *id_out)
 {
-	sqlite3_stmt *stmt = NULL;
 	int64_t now = kb_wall_s();
 
 	/* a job id the state does not know (a hand-typed --job-id) records no job */
-	if (kb_state_prepare(st, &stmt, "INSERT INTO runs (job_id, operator, backend, pass, out_dir, pid,"
-				       " state, started_at, updated_at) VALUES ((SELECT id FROM jobs WHERE id = ?),"
-				       " ?, ?, ?, ?, ?, 'running', ?, ?)"))
-		return error("could not record the run in '%s': %s", kb_state_path(st), kb_state_errmsg(st));
-	kb_state_bind_id(stmt, 1, r->job_id);
-	kb_state_bind_text(stmt, 2, r->operator_path);
-	kb_state_bind_text(stmt, 3, r->backend);
-	kb_state_bind_text(stmt, 4, r->pass);
-	kb_state_bind_text(stmt, 5, r->out_dir);
-	sqlite3_bind_int64(stmt, 6, r->pid);
-	sqlite3_bind_int64(stmt, 7, now);
-	sqlite3_bind_int64(stmt, 8, now);
-	if (step_done(st, stmt, "record the run"))
+	if (kb_state_run(st, NULL, "record the run",
+			 "INSERT INTO runs (job_id, operator, backend, pass, out_dir, pid, state, started_at,"
+			 " updated_at) VALUES ((SELECT id FROM jobs WHERE id = ?), ?, ?, ?, ?, ?, 'running', ?, ?)",
+			 "Ittttiii", r->job_id, r->operator_path, r->backend, r->pass, r->out_dir,
+			 r->pid, now, now))
 		return -1;
 	*id_out = kb_state_last_insert_rowid(st);
 	return 0;
@@ -55,44 +35,18 @@ int kb_runs_db_start(struct kb_state *st, const struct kb_run_row *r, int64_t *i
 
 int kb_runs_db_stage(struct kb_state *st, int64_t id, const char *stage, double best_speedup)
 {
-	sqlite3_stmt *stmt = NULL;
-
-	if (kb_state_prepare(st, &stmt, "UPDATE runs SET stage = ?, best_speedup = coalesce(?, best_speedup),"
-				       " updated_at = ? WHERE id = ?"))
-		return error("could not update run %lld in '%s': %s", (long long)id, kb_state_path(st),
-			     kb_state_errmsg(st));
-	kb_state_bind_text(stmt, 1, stage);
-	if (isfinite(best_speedup))
-		sqlite3_bind_double(stmt, 2, best_speedup);
-	else
-		sqlite3_bind_null(stmt, 2);
-	sqlite3_bind_int64(stmt, 3, kb_wall_s());
-	sqlite3_bind_int64(stmt, 4, id);
-	return step_done(st, stmt, "update the run");
+	return kb_state_run(st, NULL, "update the run",
+			    "UPDATE runs SET stage = ?, best_speedup = coalesce(?, best_speedup), updated_at = ?"
+			    " WHERE id = ?", "trii", stage, best_speedup, kb_wall_s(), id);
 }
 
 int kb_runs_db_finish(struct kb_state *st, int64_t id, const char *state, const char *why)
 {
-	sqlite3_stmt *stmt = NULL;
 	int64_t now = kb_wall_s();
 
-	if (kb_state_prepare(st, &stmt, "UPDATE runs SET state = ?, error = ?, updated_at = ?, finished_at = ?"
-				       " WHERE id = ?"))
-		return error("could not end run %lld in '%s': %s", (long long)id, kb_state_path(st),
-			     kb_state_errmsg(st));
-	kb_state_bind_text(stmt, 1, state);
-	kb_state_bind_text(stmt, 2, why);
-	sqlite3_bind_int64(stmt, 3, now);
-	sqlite3_bind_int64(stmt, 4, now);
-	sqlite3_bind_int64(stmt, 5, id);
-	return step_done(st, stmt, "end the run");
-}
-
-static char *column_dup(sqlite3_stmt *stmt, int col)
-{
-	const unsigned char *s = sqlite3_column_text(stmt, col);
-
-	return s ? xstrdup((const char *)s) : NULL;
+	return kb_state_run(st, NULL, "end the run",
+			    "UPDATE runs SET state = ?, error = ?, updated_at = ?, finished_at = ? WHERE id = ?",
+			    "ttiii", state, why, now, now, id);
 }
 
 static void read_row(sqlite3_stmt *stmt, struct kb_run_row *r)
@@ -100,15 +54,15 @@ static void read_row(sqlite3_stmt *stmt, struct kb_run_row *r)
 	memset(r, 0, sizeof(*r));
 	r->id = sqlite3_column_int64(stmt, 0);
 	r->job_id = sqlite3_column_int64(stmt, 1);
-	r->operator_path = column_dup(stmt, 2);
-	r->backend = column_dup(stmt, 3);
-	r->pass = column_dup(stmt, 4);
-	r->out_dir = column_dup(stmt, 5);
+	r->operator_path = kb_state_column_strdup(stmt, 2);
+	r->backend = kb_state_column_strdup(stmt, 3);
+	r->pass = kb_state_column_strdup(stmt, 4);
+	r->out_dir = kb_state_column_strdup(stmt, 5);
 	r->pid = sqlite3_column_int64(stmt, 6);
-	r->state = column_dup(stmt, 7);
-	r->stage = column_dup(stmt, 8);
+	r->state = kb_state_column_strdup(stmt, 7);
+	r->stage = kb_state_column_strdup(stmt, 8);
 	r->best_speedup = sqlite3_column_type(stmt, 9) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt, 9);
-	r->error = column_dup(stmt, 10);
+	r->error = kb_state_column_strdup(stmt, 10);
 	r->started_at = sqlite3_column_int64(stmt, 11);
 	r->updated_at = sqlite3_column_int64(stmt, 12);
 	r->finished_at = sqlite3_column_int64(stmt, 13);
