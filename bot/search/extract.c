@@ -299,6 +299,33 @@ struct block {
 	bool closed;
 };
 
+/*
+ * The kernel among the closed, non-blank blocks: of those that define the
+ * ABI entry the last (a reply's revision), else the longest block; NULL
+ * when none has code. *kernels: how many define the entry.
+ */
+static const struct block *pick_block(const struct block *blocks, size_t nr, size_t *kernels)
+{
+	const struct block *best = NULL;
+	bool best_entry = false;
+
+	*kernels = 0;
+	for (size_t i = 0; i < nr; i++) {
+		const struct block *b = &blocks[i];
+		bool entry;
+
+		if (!b->closed || only_space(b->text.buf, b->text.len))
+			continue;
+		entry = defines_entry(b->text.buf, b->text.len);
+		*kernels += entry;
+		if (!best || entry || (!best_entry && b->text.len > best->text.len)) {
+			best = b;
+			best_entry = entry;
+		}
+	}
+	return best;
+}
+
 int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why)
 {
 	struct block *blocks = NULL;
@@ -309,8 +336,7 @@ int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why)
 	struct cstate st;
 	size_t held_at = 0, held_len = 0; /* a fence line the C scanner refused to close on */
 	bool held = false;
-	struct block *best = NULL;
-	bool best_entry = false;
+	const struct block *best = NULL;
 	size_t kernels = 0;
 
 	strbuf_reset(out);
@@ -381,21 +407,7 @@ int kb_extract_kernel(const char *reply, struct strbuf *out, struct strbuf *why)
 		pos = next;
 	}
 
-	for (size_t i = 0; i < nr; i++) {
-		struct block *b = &blocks[i];
-		bool entry;
-
-		if (!b->closed || only_space(b->text.buf, b->text.len))
-			continue;
-		entry = defines_entry(b->text.buf, b->text.len);
-		kernels += entry;
-		/* of several kernels the last (a reply's revision); else the longest block */
-		if (!best || (entry && !best_entry) || (entry && best_entry) ||
-		    (!entry && !best_entry && b->text.len > best->text.len)) {
-			best = b;
-			best_entry = entry;
-		}
-	}
+	best = pick_block(blocks, nr, &kernels);
 	if (best) {
 		strbuf_add(out, best->text.buf, best->text.len);
 		if (kernels > 1 && why)
