@@ -11,6 +11,8 @@
 #   make demo       the main job on built-in defaults (the bot on the local forge)
 #   make demo-verify the verifier alone on a correct kernel and a reward hack
 #   make bench-eval the verifier's benchmark (GPU figures; CPU otherwise)
+#   make bench-corpora CORPORA="--robust-kbench DIR --kernelbench DIR --leaderboard DIR"
+#                   external kernels' verdicts beside their published claims
 #   make bench-templates the built-in templates vs eager and torch.compile, per family and size
 #   make bench-search the LLM search: bot overhead per candidate, candidates per GPU-hour vs robust-kbench style
 #   make bench-bot  the daemon polling 100 idle repositories: API calls per cycle and memory
@@ -87,7 +89,7 @@ REL := $(BUILD)
 SAN := $(BUILD)/asan
 
 .SECONDARY:
-.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval gpu-bundle bench-templates fuzz fuzz-build
+.PHONY: all asan test test-asan test-gpu demo demo-verify bench-bot install uninstall clean help check bench-eval bench-corpora gpu-bundle bench-templates fuzz fuzz-build
 all: $(REL)/kernelbot $(REL)/include/dlpack/dlpack.h
 
 # kernels include <dlpack/dlpack.h>: keep a copy beside the binary so a build
@@ -180,6 +182,11 @@ test-gpu: all
 # the verifier's benchmark: seconds per candidate, timing spread, hacks
 bench-eval: all
 	@KB_BUILD=$(REL) sh bench/eval/run.sh
+
+# external corpora (robust-kbench, KernelBench, its leaderboard) through the
+# verifier: CORPORA="--robust-kbench DIR --kernelbench DIR --leaderboard DIR"
+bench-corpora: all
+	@KB_BUILD=$(REL) sh bench/corpora/run.sh $(CORPORA)
 
 # the built-in templates (kernelbot run) against torch eager and torch.compile:
 # three families at three sizes, roofline shares, the issue-4 targets

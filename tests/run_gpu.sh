@@ -2,7 +2,8 @@
 # GPU suites (tests/gpu, pytest): run only where an NVIDIA GPU and a torch
 # that sees it exist. Without one, say so and exit 0 having run nothing.
 # Output ends with pytest's summary line. KB_GPU_EVIDENCE=DIR keeps every
-# evidence JSON and call log there.
+# evidence JSON and call log there. KB_GPU_SELECT=PATHS runs those suites
+# (pytest paths or node ids) instead of all of tests/gpu.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${KB_BUILD:-build}
@@ -24,7 +25,7 @@ cd "$top"
 if "$py" -c 'import pytest' 2>/dev/null; then
 	KB_TOP="$top" KB_BIN="$build/kernelbot" KERNELBOT_PYTHON="$py" \
 		PYTHONDONTWRITEBYTECODE=1 \
-		"$py" -m pytest -q -rfEs -p no:cacheprovider tests/gpu
+		"$py" -m pytest -q -rfEs -p no:cacheprovider ${KB_GPU_SELECT:-tests/gpu}
 	exit $?
 fi
 echo "make test-gpu: pytest is not installed for $py"

@@ -242,6 +242,23 @@ void kb_evidence_print_reasons(const cJSON *ev, FILE *fp)
 			cJSON_GetObjectItemCaseSensitive(ev, "operator_log")->valuestring);
 }
 
+/* KernelBench's stream mode said, and a mixed kernel's proof of custom work. */
+static void print_mode_and_custom_work(const cJSON *ev, FILE *fp)
+{
+	const cJSON *set = cJSON_GetObjectItemCaseSensitive(ev, "settings");
+	const cJSON *mode = cJSON_GetObjectItemCaseSensitive(set, "stream_mode");
+	const cJSON *cw = cJSON_GetObjectItemCaseSensitive(ev, "custom_work");
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(cw, "method");
+
+	if (cJSON_IsString(mode) && !strcmp(mode->valuestring, "kernelbench"))
+		fprintf(fp, "mode: kernelbench (legacy default stream, a device-wide sync after "
+			"every call, stream checks off; the bot's strict mode may reject this kernel)\n");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cw, "does_work")) && cJSON_IsString(method))
+		fprintf(fp, "custom work: proven (%s)\n", !strcmp(method->valuestring, "noop")
+			? "with its CUDA kernels switched off the result is wrong"
+			: "with its extension calls' outputs poisoned the result is wrong");
+}
+
 void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 {
 	const cJSON *summary = obj(ev, "summary"), *c;
@@ -284,6 +301,7 @@ void kb_evidence_print_summary(const cJSON *ev, FILE *fp)
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(summary, "suspicious")))
 			fprintf(fp, "note: speedup above the suspicious threshold; checked again\n");
 	}
+	print_mode_and_custom_work(ev, fp);
 }
 
 static void fmt_ms(const cJSON *t, char *buf, size_t size)

@@ -9,8 +9,10 @@
 #include "core/log.h"
 #include "core/redact.h"
 #include "core/strbuf.h"
+#include "core/state.h"
 #include "core/subprocess.h"
 #include "core/util.h"
+#include "verifier/baseline_cache.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -181,8 +183,9 @@ void kb_harness_request_paths(const cJSON *request, struct strvec *paths)
 		push_view_dir(paths, op->valuestring);
 	if (cJSON_IsString(lib))
 		push_view_dir(paths, lib->valuestring);
-	/* a native kernel's source only names it; an extension is built from it */
-	if (cJSON_IsString(src) && cJSON_IsString(abi) && !strcmp(abi->valuestring, "torch-ext"))
+	/* a native kernel's source only names it; an extension or a ModelNew is built from it */
+	if (cJSON_IsString(src) && cJSON_IsString(abi) && (!strcmp(abi->valuestring, "torch-ext") ||
+							    !strcmp(abi->valuestring, "modelnew")))
 		push_view_dir(paths, src->valuestring);
 }
 
@@ -238,6 +241,7 @@ int kb_harness_setup(struct kb_harness *h, const struct kb_config *cfg,
 	h->script = xstrdup(script);
 	h->tmp_root = NULL;
 	h->timeout_ms = cfg->timeout_s > 0 ? cfg->timeout_s * 1000 : 0;
+	h->baseline_timeout_ms = cfg->baseline_timeout_s > 0 ? cfg->baseline_timeout_s * 1000 : 0;
 	h->rlimit_as_bytes = cfg->memory_limit_mb > 0 ? (uint64_t)cfg->memory_limit_mb << 20 : 0;
 	h->log_cap = LOG_CAP_DEFAULT;
 	if (cfg->state_dir && *cfg->state_dir) {
@@ -324,6 +328,10 @@ void kb_harness_timeout_message(int64_t timeout_ms, const char *stage, struct st
 	else if (!strcmp(stage, "load"))
 		strbuf_addstr(msg, "; loading ran out of time (a torch extension build, or the "
 			      "operator's import): raise [harness] timeout_s (--timeout)");
+	else if (!strcmp(stage, "baselines"))
+		strbuf_addstr(msg, "; measuring the operator's baselines (torch.compile's compile, "
+			      "eager and compile timing) ran out of time: raise [harness] "
+			      "baseline_timeout_s, or set [bench] baselines = eager");
 }
 
 void kb_harness_host_pid(cJSON *evidence, pid_t pid)
@@ -609,6 +617,7 @@ cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const c
 			p++;
 	}
 	cJSON_AddNumberToObject(req, "suspicious_speedup", cfg->suspicious_speedup);
+	cJSON_AddNumberToObject(req, "baseline_drift", cfg->baseline_drift);
 	strbuf_addf(&sb, "%s/peaks.json", cfg->state_dir && *cfg->state_dir ? cfg->state_dir : ".kernelbot");
 	{
 		char *dirpart = xstrdup(sb.buf), *slash = strrchr(dirpart, '/');
@@ -659,6 +668,8 @@ void kb_verifier_release(struct kb_verifier *vf)
 	kb_datadir_release(&vf->dd);
 	kb_build_env_release(&vf->build);
 	kb_harness_release(&vf->harness);
+	kb_state_close(vf->st);
+	vf->st = NULL;
 	vf->probe = NULL;
 }
 
@@ -669,18 +680,42 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* A ModelNew file builds CUDA when it hands load_inline cuda_sources or defines a __global__. */
+static bool py_builds_cuda(const char *kernel_path)
+{
+	struct strbuf text = STRBUF_INIT;
+	bool yes = false;
+
+	if (strbuf_read_file(&text, kernel_path, 4u << 20) >= 0)
+		yes = strstr(text.buf, "cuda_sources") || strstr(text.buf, "__global__") ||
+			strstr(text.buf, ".cu\"") || strstr(text.buf, ".cu'");
+	strbuf_release(&text);
+	return yes;
+}
+
+#define KERNEL_FORMATS \
+	"a kernel is a .cu/.cpp file (native abi with kb_forward, or a torch extension with " \
+	"PYBIND11_MODULE) or a KernelBench .py file with class ModelNew"
+
 int kb_verifier_backend(const struct kb_verifier *vf, const char *kernel_path,
 			enum kb_backend requested, enum kb_backend *out, struct strbuf *why)
 {
-	bool cuda_src = ends_with(kernel_path, ".cu");
+	bool py_src = ends_with(kernel_path, ".py");
+	bool cuda_src = ends_with(kernel_path, ".cu") || (py_src && py_builds_cuda(kernel_path));
 	bool cxx_src = ends_with(kernel_path, ".cpp") || ends_with(kernel_path, ".cc") ||
-		ends_with(kernel_path, ".cxx");
+		ends_with(kernel_path, ".cxx") || (py_src && !cuda_src);
 	bool gpu = vf->probe && vf->probe->cuda_available && vf->probe->device_count > 0;
 	const char *py = vf->probe ? vf->probe->python : "python";
 
 	if (!cuda_src && !cxx_src) {
-		strbuf_addf(why, "kernel '%s' is neither a .cu nor a .cpp file", kernel_path);
+		strbuf_addf(why, "kernel '%s' is neither a .cu, .cpp nor .py file: " KERNEL_FORMATS,
+			    kernel_path);
 		return -1;
+	}
+	/* a ModelNew of C++ only may run on either (its C++ may take cuda tensors) */
+	if (py_src && !cuda_src && requested == KB_BACKEND_CUDA && gpu) {
+		*out = KB_BACKEND_CUDA;
+		return 0;
 	}
 	/* the source decides: .cu runs on cuda, .cpp on cpu */
 	if (requested == KB_BACKEND_CPU && cuda_src) {
@@ -752,8 +787,9 @@ int kb_verifier_check_paths(const char *op, const char *kernel, struct strbuf *w
 		return -1;
 	}
 	if (!ends_with(kernel, ".cu") && !ends_with(kernel, ".cpp") && !ends_with(kernel, ".cc") &&
-	    !ends_with(kernel, ".cxx")) {
-		strbuf_addf(why, "kernel '%s' is neither a .cu nor a .cpp file", kernel);
+	    !ends_with(kernel, ".cxx") && !ends_with(kernel, ".py")) {
+		strbuf_addf(why, "kernel '%s' is neither a .cu, .cpp nor .py file: " KERNEL_FORMATS,
+			    kernel);
 		return -1;
 	}
 	if (strbuf_read_file(&src, kernel, 4u << 20) < 0) {
@@ -763,6 +799,21 @@ int kb_verifier_check_paths(const char *op, const char *kernel, struct strbuf *w
 	}
 	abi = kb_source_abi(src.buf, src.len);
 	strbuf_release(&src);
+	if (ends_with(kernel, ".py") != (abi == KB_ABI_MODELNEW)) {
+		if (abi == KB_ABI_MODELNEW)
+			strbuf_addf(why, "kernel '%s' defines class ModelNew but is not a .py file", kernel);
+		else
+			strbuf_addf(why, "kernel '%s' defines no class ModelNew (a KernelBench candidate "
+				    "is a .py file with class ModelNew(nn.Module) that builds its kernels "
+				    "with load_inline)", kernel);
+		return -1;
+	}
+	if (abi == KB_ABI_MODELNEW && kb_is_dir(op)) {
+		strbuf_addf(why, "kernel '%s' is a KernelBench ModelNew, but operator '%s' is a "
+			    "robust-kbench folder: ModelNew needs a KernelBench .py operator "
+			    "(class Model, get_init_inputs())", kernel, op);
+		return -1;
+	}
 	if (abi == KB_ABI_UNKNOWN) {
 		strbuf_addf(why, "kernel '%s' defines neither kb_forward (native abi) nor PYBIND11_MODULE (torch extension)",
 			    kernel);
@@ -845,9 +896,11 @@ static int cand_prepare(const struct kb_verifier *vf, const struct kb_eval_opts 
 	kb_sha256_hex(c->src.buf, c->src.len, c->sha);
 	c->abi = kb_source_abi(c->src.buf, c->src.len);
 
-	/* static checks, both formats */
+	/* static checks, every format; on cuda torch calls are allowed beside
+	 * custom kernels (mixed), which the harness proves do work */
 	t = mono_s();
-	if (kb_static_check(c->src.buf, c->src.len, c->abi, &c->findings) > 0) {
+	if (kb_static_check_flags(c->src.buf, c->src.len, c->abi,
+				  c->backend == KB_BACKEND_CUDA ? KB_STATIC_MIXED : 0, &c->findings) > 0) {
 		c->ev = kb_evidence_new("rejected");
 		for (size_t i = 0; i < c->findings.nr; i++) {
 			strbuf_reset(&sb);
@@ -930,12 +983,50 @@ out:
 	return rc;
 }
 
+/* What the bot's kill allows a judge beyond the candidate's budget: its start and a late answer. */
+#define JUDGE_GRACE_MS 30000
+
+/*
+ * The candidate's budget into a request (the judge enforces it and
+ * rejects `timeout`), and the bot's own kill, a backstop for a judge that
+ * stops answering (PROTOCOL.md "Timeouts"): the budget, JUDGE_GRACE_MS
+ * and, when timed, [harness] baseline_timeout_s for the baselines the
+ * judge may have to measure. A worker adds that allowance itself, only
+ * once its judge says it measures baselines (harness_worker.h); a fresh
+ * process cannot be told later. 0: no limit.
+ */
+static int64_t judge_timeout_ms(const struct kb_verifier *vf, cJSON *req, int64_t budget_ms,
+				bool timed)
+{
+	if (budget_ms <= 0)
+		return 0;
+	cJSON_AddNumberToObject(req, "candidate_timeout_s", (double)budget_ms / 1000.0);
+	return budget_ms + JUDGE_GRACE_MS +
+	       (timed && !vf->worker ? vf->harness.baseline_timeout_ms : 0);
+}
+
+/* limit_ms (0: none), cut to the time left before o->deadline_ms. */
+static int64_t eval_limit_ms(const struct kb_eval_opts *o, int64_t limit_ms)
+{
+	int64_t left;
+
+	if (o->deadline_ms <= 0)
+		return limit_ms;
+	left = o->deadline_ms - kb_now_ms();
+	if (left < KB_EVAL_MIN_MS)
+		left = KB_EVAL_MIN_MS;
+	return limit_ms > 0 && limit_ms < left ? limit_ms : left;
+}
+
 /* The harness's verdict on one built candidate. 0, -1, KB_ECANCELLED. */
 static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c)
 {
 	struct kb_harness harness;
 	cJSON *req, *kernel;
-	int64_t timeout_ms = o->timeout_s > 0 ? o->timeout_s * 1000 : vf->harness.timeout_ms;
+	int64_t timeout_ms = eval_limit_ms(o, o->timeout_s > 0 ? o->timeout_s * 1000
+							  : vf->harness.timeout_ms);
+	bool timed = o->timing || (o->mode && !strcmp(o->mode, "bench"));
+	char op_hash[65] = "";
 	double t = mono_s();
 	int rc;
 
@@ -947,6 +1038,8 @@ static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, str
 	if (o->max_configs > 0)
 		cJSON_ReplaceItemInObjectCaseSensitive(req, "max_configs",
 						       cJSON_CreateNumber((double)o->max_configs));
+	if (o->stream_mode)
+		cJSON_AddStringToObject(req, "stream_mode", o->stream_mode);
 	kernel = cJSON_AddObjectToObject(req, "kernel");
 	cJSON_AddStringToObject(kernel, "abi", kb_abi_name(c->abi));
 	if (c->abi == KB_ABI_NATIVE) {
@@ -959,6 +1052,10 @@ static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, str
 		cJSON_AddStringToObject(kernel, "source", c->abs);
 		cJSON_AddStringToObject(kernel, "name", name);
 	}
+	/* the operator's cached baselines, measured once per device (baseline_cache.h) */
+	if (timed)
+		kb_baseline_cache_request(vf, o->operator_path, req, op_hash);
+	timeout_ms = judge_timeout_ms(vf, req, timeout_ms, timed);
 	if (vf->worker) {
 		rc = kb_harness_worker_eval(vf->worker, req, timeout_ms, &c->ev, NULL);
 	} else {
@@ -969,6 +1066,8 @@ static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, str
 		rc = kb_harness_call(&harness, req, &c->ev, NULL);
 	}
 	c->harness_s = mono_s() - t;
+	if (!rc && c->ev)
+		kb_baseline_cache_keep(vf, op_hash, c->ev);
 	cJSON_Delete(req);
 	return rc;
 }
@@ -1084,7 +1183,13 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 		nr_native += !cs[i].ev && cs[i].abi == KB_ABI_NATIVE;
 	if (nr_native)
 		kb_progress_activity(vf->progress, "building %zu kernel%s", nr_native, nr_native == 1 ? "" : "s");
-	rc = build_all(vf, cs, n);
+	{
+		int64_t build_ms = vf->build.timeout_ms;
+
+		vf->build.timeout_ms = eval_limit_ms(o, build_ms);
+		rc = build_all(vf, cs, n);
+		vf->build.timeout_ms = build_ms;
+	}
 	if (rc)
 		goto out;
 

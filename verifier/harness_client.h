@@ -42,6 +42,9 @@ struct kb_harness {
 	char *script;           /* kb_harness.py */
 	char *tmp_root;         /* per-evaluation dirs are made here */
 	int64_t timeout_ms;     /* 0: none */
+	/* [harness] baseline_timeout_s: how much longer the bot waits for a
+	 * judge that measures baselines (PROTOCOL.md "Timeouts") */
+	int64_t baseline_timeout_ms;
 	uint64_t rlimit_as_bytes; /* cpu backend only; 0: none */
 	size_t log_cap;         /* stdout and stderr each; 0: 1 MiB */
 	char *log_dir;          /* <state_dir>/logs/harness (harness_log.h); NULL: output not kept */
@@ -117,8 +120,8 @@ int kb_harness_call(const struct kb_harness *h, const cJSON *request, cJSON **ev
  * A request with everything the config decides: protocol, mode, operator
  * (made absolute), pass, backend, seeds, max_configs, tolerances, timing
  * (enabled as given, warm-up, min_time_ms, max_reps, l2_flush, baselines),
- * suspicious_speedup, peaks_cache <state_dir>/peaks.json. The caller adds
- * "kernel". NULL when operator_path cannot be resolved (logged).
+ * suspicious_speedup, baseline_drift, peaks_cache <state_dir>/peaks.json.
+ * The caller adds "kernel". NULL when operator_path cannot be resolved (logged).
  */
 cJSON *kb_harness_request(const struct kb_config *cfg, const char *mode, const char *operator_path,
 			  const char *pass, enum kb_backend backend, bool timing);
@@ -160,6 +163,7 @@ void kb_harness_host_pid(cJSON *evidence, pid_t pid);
 
 struct kb_harness_worker;
 struct kb_progress;
+struct kb_state;
 
 /* What a process sets up once to evaluate candidates. */
 struct kb_verifier {
@@ -177,6 +181,10 @@ struct kb_verifier {
 	 * their own */
 	struct kb_progress *progress;
 	const char *current;          /* the kernel being evaluated (for the activity) */
+	/* the state store of the baseline cache (baseline_cache.h), opened at
+	 * the first timed evaluation; NULL when it could not be (st_tried) */
+	struct kb_state *st;
+	bool st_tried;
 };
 
 /* Find the data dir and the python with torch, prepare build and harness. 0 or -1 (logged). */
@@ -193,6 +201,9 @@ void kb_verifier_release(struct kb_verifier *vf);
  */
 void kb_verifier_use_worker(struct kb_verifier *vf);
 
+/* The least time a build or a harness call gets under kb_eval_opts.deadline_ms. */
+#define KB_EVAL_MIN_MS 1000
+
 struct kb_eval_opts {
 	const char *operator_path;  /* KernelBench .py or robust-kbench folder */
 	const char *kernel_path;    /* .cu or .cpp, native or torch-ext */
@@ -201,8 +212,20 @@ struct kb_eval_opts {
 	enum kb_backend backend;    /* auto: the kernel's (.cpp: cpu, .cu: cuda) when that is possible */
 	int64_t seeds;              /* 0: config */
 	int64_t max_configs;        /* 0: config */
-	int64_t timeout_s;          /* 0: config */
+	int64_t timeout_s;          /* the candidate's stages (baselines not counted); 0: config */
+	/* kb_now_ms()'s clock, 0: none. A build or harness call starting
+	 * later gets only the time left (at least KB_EVAL_MIN_MS): a run's
+	 * time budget bounds each one, however many a batch holds. */
+	int64_t deadline_ms;
 	bool timing;
+	/*
+	 * NULL or "strict": the kernel runs on a non-blocking stream of the
+	 * harness's and must keep to it (the bot's only mode). "kernelbench":
+	 * KernelBench's and robust-kbench's semantics, the legacy default
+	 * stream and a device-wide sync after every call, stream checks off
+	 * (`kernelbot verify|bench --stream-mode kernelbench`).
+	 */
+	const char *stream_mode;
 };
 
 /*
@@ -213,11 +236,14 @@ struct kb_eval_opts {
  * KB_ECANCELLED on a stop request.
  *
  * The evidence's "stages" (wall seconds) hold the harness's load_s,
- * correctness_s, timing_s and total_s (PROTOCOL.md), and the bot's
+ * correctness_s, timing_s, baseline_s and total_s (PROTOCOL.md), and the bot's
  * static_s, build_s (this candidate's share of the build step: the whole
  * parallel build divided by the kernels built together; 0 when the
  * harness builds it, as for torch extensions) and harness_s (the harness
  * call as the bot saw it: a process or worker start-up included).
+ * baseline_s is the part the judge spent on the baselines, which the
+ * candidate's timeout does not count; timed evaluations use and fill the
+ * baseline cache (baseline_cache.h).
  */
 int kb_verifier_evaluate(struct kb_verifier *vf, const struct kb_eval_opts *o, cJSON **evidence);
 

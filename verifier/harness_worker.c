@@ -161,6 +161,7 @@ struct reply {
 	int config, seed;     /* of the last progress record, -1: none */
 	char *stage;
 	int records, ignored;
+	bool baselines_allowed; /* the deadline grew by the baselines' allowance */
 };
 
 static void reply_release(struct reply *r)
@@ -247,8 +248,22 @@ static int read_reply_line(struct kb_harness_worker *w, struct strbuf *line, int
 	}
 }
 
+/*
+ * A judge that says it measures baselines (progress stage "baselines":
+ * none cached, or a stale entry) gets [harness] baseline_timeout_s more,
+ * once per request: the candidate's budget, which it enforces itself,
+ * does not count them (PROTOCOL.md "Timeouts").
+ */
+static void allow_baselines(const struct kb_harness_worker *w, struct reply *r, int64_t *deadline)
+{
+	if (*deadline && !r->baselines_allowed && r->stage && !strcmp(r->stage, "baselines")) {
+		r->baselines_allowed = true;
+		*deadline += w->h->baseline_timeout_ms;
+	}
+}
+
 /* Send the request path and read until its result, a death or the deadline. */
-static enum outcome exchange(struct kb_harness_worker *w, const char *path, int64_t deadline,
+static enum outcome exchange(struct kb_harness_worker *w, const char *path, int64_t *deadline,
 			     struct reply *r)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -256,10 +271,10 @@ static enum outcome exchange(struct kb_harness_worker *w, const char *path, int6
 	int rc;
 
 	strbuf_addf(&line, "%s\n", path);
-	rc = child_write(&w->cp, line.buf, line.len, left_ms(deadline));
+	rc = child_write(&w->cp, line.buf, line.len, left_ms(*deadline));
 	w->requests++;
 	if (!rc)
-		rc = read_reply_line(w, &line, deadline);
+		rc = read_reply_line(w, &line, *deadline);
 	for (;;) {
 		if (rc == KB_ECANCELLED) {
 			res = CANCELLED;
@@ -277,14 +292,16 @@ static enum outcome exchange(struct kb_harness_worker *w, const char *path, int6
 		} else if (take_line(line.buf, w->nonce, path, r)) {
 			res = GOT_RESULT;
 			break;
-		} else if (w->on_wait && r->stage) {
-			w->on_wait(r->stage, r->config, r->seed, w->on_wait_payload);
+		} else {
+			allow_baselines(w, r, deadline);
+			if (w->on_wait && r->stage)
+				w->on_wait(r->stage, r->config, r->seed, w->on_wait_payload);
 		}
-		if (deadline && kb_now_ms() >= deadline) {
+		if (*deadline && kb_now_ms() >= *deadline) {
 			res = TIMED_OUT;
 			break;
 		}
-		rc = read_reply_line(w, &line, deadline);
+		rc = read_reply_line(w, &line, *deadline);
 	}
 	strbuf_release(&line);
 	return res;
@@ -337,7 +354,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 		w->cp.out_truncated = w->cp.err_truncated = false;
 		reply_release(&r);
 
-		res = exchange(w, path.buf, deadline, &r);
+		res = exchange(w, path.buf, &deadline, &r);
 		if (res == DIED) {
 			finish_command(&w->cp, DEATH_GRACE_MS);
 			exit_code = w->cp.exit_code;
@@ -360,7 +377,7 @@ int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, in
 	if (res == TIMED_OUT) {
 		kill_command(&w->cp);
 		why_check = "timeout";
-		kb_harness_timeout_message(timeout_ms, r.stage, &msg);
+		kb_harness_timeout_message(deadline - t0, r.stage, &msg);
 	} else if (res == DIED) {
 		if (exit_code) {
 			why_check = "crash";

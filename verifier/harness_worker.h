@@ -79,7 +79,8 @@ void kb_harness_worker_see(struct kb_harness_worker *w, const char *path);
 /*
  * Evaluate request (the worker sets "workdir") within timeout_ms (0: no
  * limit; a worker started for this request spends its start-up from
- * it). Returns 0 with *evidence whatever the verdict, as kb_harness_call
+ * it; a judge that says it measures baselines, progress stage
+ * "baselines", gets the harness's baseline_timeout_ms more, once). Returns 0 with *evidence whatever the verdict, as kb_harness_call
  * does; -1 when no worker could be started or the request not written
  * (logged); KB_ECANCELLED on a stop request (the worker is killed). info
  * may be NULL; its exit_code is the worker's when it ended during this

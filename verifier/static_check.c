@@ -128,11 +128,10 @@ void kb_findings_release(struct kb_findings *f)
 	f->nr = f->alloc = 0;
 }
 
-static void add_finding(struct kb_findings *f, size_t first, int line, const char *rule,
-			const char *fmt, ...) KB_PRINTF(5, 6);
+#define add_finding kb_findings_add
 
-static void add_finding(struct kb_findings *f, size_t first, int line, const char *rule,
-			const char *fmt, ...)
+void kb_findings_add(struct kb_findings *f, size_t first, int line, const char *rule,
+		     const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
@@ -458,6 +457,7 @@ struct scan {
 	size_t first;               /* out->nr before this scan */
 	bool has_entry;             /* kb_forward seen */
 	bool expanded;              /* scanning preprocessed text (kb_static_check_expanded) */
+	bool mixed;                 /* KB_STATIC_MIXED: torch calls allowed */
 	struct decl *decls;         /* variables, tensors and others */
 	size_t nr_decls, alloc_decls;
 	/* names the source itself defines as functions (with a body) */
@@ -800,7 +800,7 @@ static void check_torch_ext(struct scan *sc, const struct views *v, const struct
 		if (n >= v->len || !kb_c_ident_char(v->code[n]))
 			goto out;
 		read_word_at(v->code, v->len, n, word, sizeof(word));
-		if (!strcmp(word, "torch") || !strcmp(word, "at"))
+		if ((!strcmp(word, "torch") || !strcmp(word, "at")) && !sc->mixed)
 			add_finding(sc->out, sc->first, id->line, "torch_compute",
 				    "'using namespace %s' hides torch calls", word);
 		goto out;
@@ -832,7 +832,9 @@ static void check_torch_ext(struct scan *sc, const struct views *v, const struct
 		goto out;
 	}
 
-	/* torch compute */
+	/* torch compute (mixed kernels: proven to do work at run time instead) */
+	if (sc->mixed)
+		goto out;
 	if (id->nqual && (!strcmp(id->qual[0], "torch") || !strcmp(id->qual[0], "at"))) {
 		qualified_name(id, &sb);
 		for (int i = 1; i < id->nqual; i++)
@@ -1114,6 +1116,8 @@ enum kb_kernel_abi kb_source_abi(const char *text, size_t len)
 	struct views v;
 	enum kb_kernel_abi abi = KB_ABI_UNKNOWN;
 
+	if (kb_py_defines_modelnew(text, len))
+		return KB_ABI_MODELNEW;
 	make_views(text, len, &v);
 	if (code_has_word(&v, "PYBIND11_MODULE"))
 		abi = KB_ABI_TORCH_EXT;
@@ -1128,18 +1132,45 @@ const char *kb_abi_name(enum kb_kernel_abi abi)
 	switch (abi) {
 	case KB_ABI_NATIVE: return "native";
 	case KB_ABI_TORCH_EXT: return "torch-ext";
+	case KB_ABI_MODELNEW: return "modelnew";
 	default: return "unknown";
 	}
 }
 
 int kb_static_check(const char *text, size_t len, enum kb_kernel_abi abi, struct kb_findings *out)
 {
+	return kb_static_check_flags(text, len, abi, 0, out);
+}
+
+/* A ModelNew file: its C++ as a torch extension's, then its Python. */
+static int static_check_modelnew(const char *text, size_t len, unsigned flags,
+				 struct kb_findings *out)
+{
+	struct strbuf cxx = STRBUF_INIT, code = STRBUF_INIT;
+	size_t first = out->nr;
+
+	kb_py_views(text, len, &cxx, &code);
+	kb_static_check_flags(cxx.buf, cxx.len, KB_ABI_TORCH_EXT, flags, out);
+	kb_py_check(text, len, out);
+	if (out->nr > first)
+		qsort(out->v + first, out->nr - first, sizeof(*out->v), cmp_finding);
+	strbuf_release(&cxx);
+	strbuf_release(&code);
+	return (int)(out->nr - first);
+}
+
+int kb_static_check_flags(const char *text, size_t len, enum kb_kernel_abi abi, unsigned flags,
+			  struct kb_findings *out)
+{
 	struct scan sc = { 0 };
 	struct views v;
 
 	if (abi == KB_ABI_UNKNOWN)
 		abi = kb_source_abi(text, len);
+	if (abi == KB_ABI_MODELNEW)
+		return static_check_modelnew(text, len, flags, out);
 	sc.abi = abi;
+	sc.mixed = (flags & KB_STATIC_MIXED) != 0;
 	sc.out = out;
 	sc.first = out->nr;
 	make_views(text, len, &v);

@@ -94,7 +94,7 @@
 
 #include <cjson/cJSON.h>
 
-enum kb_kernel_abi { KB_ABI_UNKNOWN, KB_ABI_NATIVE, KB_ABI_TORCH_EXT };
+enum kb_kernel_abi { KB_ABI_UNKNOWN, KB_ABI_NATIVE, KB_ABI_TORCH_EXT, KB_ABI_MODELNEW };
 
 struct kb_finding {
 	int line;             /* 1-based */
@@ -111,10 +111,48 @@ struct kb_findings {
 
 void kb_findings_release(struct kb_findings *f);
 
-/* PYBIND11_MODULE in code: torch-ext; else kb_forward: native; else unknown. */
+/*
+ * A line `class ModelNew` (a KernelBench candidate, Python): modelnew; else
+ * PYBIND11_MODULE in code: torch-ext; else kb_forward: native; else unknown.
+ */
 enum kb_kernel_abi kb_source_abi(const char *text, size_t len);
-/* "native", "torch-ext", "unknown" (the protocol's spelling). */
+/* "native", "torch-ext", "modelnew", "unknown" (the protocol's spelling). */
 const char *kb_abi_name(enum kb_kernel_abi abi);
+
+/* Append a finding (no duplicates, at most a fixed number after first). */
+void kb_findings_add(struct kb_findings *f, size_t first, int line, const char *rule,
+		     const char *fmt, ...) KB_PRINTF(5, 6);
+
+/*
+ * KB_STATIC_MIXED: torch calls in a torch extension or a ModelNew's C++ are
+ * allowed (no "torch_compute"): on the cuda backend the harness proves at
+ * run time that the custom kernels do work (PROTOCOL.md "Custom work").
+ */
+#define KB_STATIC_MIXED 1u
+
+/*
+ * ModelNew (KernelBench's format, a .py file): the C++/CUDA in its
+ * triple-quoted strings is checked with the torch-extension rules, at the
+ * .py file's own line numbers; and the Python around it:
+ *   "missing_entry"   no `class ModelNew`
+ *   "torch_fallback"  no load_inline or cpp_extension load: nothing custom
+ *   "timer_patching"  an assignment to a timer or sync (torch.cuda.Event,
+ *                     torch.cuda.synchronize, time.perf_counter, ...) or
+ *                     setattr on torch or time
+ */
+int kb_static_check_flags(const char *text, size_t len, enum kb_kernel_abi abi, unsigned flags,
+			  struct kb_findings *out);
+
+/* static_check_py.c: the ModelNew file's parts. */
+bool kb_py_defines_modelnew(const char *text, size_t len);
+/*
+ * text with everything blanked (newlines kept) but the contents of
+ * triple-quoted strings that look like C++ (into cxx) and, into code,
+ * everything but comments and string contents.
+ */
+void kb_py_views(const char *text, size_t len, struct strbuf *cxx, struct strbuf *code);
+/* The Python-level findings above (missing_entry, torch_fallback, timer_patching). */
+void kb_py_check(const char *text, size_t len, struct kb_findings *out);
 
 /*
  * Check text as a kernel of the given ABI (KB_ABI_UNKNOWN: detect). Appends

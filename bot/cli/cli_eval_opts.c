@@ -24,6 +24,12 @@ int cli_eval_option(const char *cmd, int opt, const char *arg, struct kb_eval_op
 		if (kb_parse_i64(arg, &eo->max_configs) || eo->max_configs < 1 || eo->max_configs > 256)
 			return cli_usage_error(cmd, "--max-configs '%s' is not a number from 1 to 256", arg);
 		return 0;
+	case 'k':
+		/* KernelBench's semantics on request only: the bot stays strict */
+		if (strcmp(arg, "strict") && strcmp(arg, "kernelbench"))
+			return cli_usage_error(cmd, "unknown --stream-mode '%s' (strict or kernelbench)", arg);
+		eo->stream_mode = arg;
+		return 0;
 	default:
 		return 1;
 	}

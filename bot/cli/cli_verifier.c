@@ -59,7 +59,7 @@ int cli_eval_arg(struct cli_eval_args *a, int opt, const char *arg)
 			return cli_usage_error(a->v.cmd, "more than %zu --set options", ARRAY_SIZE(a->v.sets));
 		a->v.sets[a->v.nr_sets++] = arg;
 		return 0;
-	case 'p': case 't': case 's': case 'm':
+	case 'p': case 't': case 's': case 'm': case 'k':
 		return cli_eval_option(a->v.cmd, opt, arg, &a->eo) ? KB_EXIT_USAGE : 0;
 	default:
 		return 1;

@@ -47,6 +47,7 @@ void cli_verifier_release(struct cli_verifier *v);
 	{ "json", required_argument, NULL, 'j' }, \
 	{ "fresh", no_argument, NULL, 'f' }, \
 	{ "set", required_argument, NULL, 'S' }, \
+	{ "stream-mode", required_argument, NULL, 'k' }, \
 	{ "help", no_argument, NULL, 'h' }
 
 struct cli_eval_args {

@@ -25,17 +25,24 @@ static void usage(FILE *fp)
 		"  OPERATOR               a KernelBench .py file or a robust-kbench folder\n"
 		"  KERNEL                 .cu (cuda backend) or .cpp (cpu backend): native ABI\n"
 		"                         (defines kb_forward, see kernelbot_abi.h) or a torch\n"
-		"                         extension (PYBIND11_MODULE)\n"
+		"                         extension (PYBIND11_MODULE); or KernelBench's format,\n"
+		"                         a .py with class ModelNew building its kernels with\n"
+		"                         load_inline (forward only; backend by its sources)\n"
 		"  -c, --config FILE      configuration (default ./config.ini, ...)\n"
 		"      --backend cuda|cpu default [harness] backend; auto runs a .cu kernel on\n"
 		"                         cuda and a .cpp kernel on cpu\n"
-		"      --timeout S        wall-clock limit of each evaluation (default [harness] timeout_s)\n"
+		"      --timeout S        limit of each candidate's own stages, baselines not counted\n"
+		"                         (default [harness] timeout_s)\n"
 		"      --seeds N          trials per config (default [harness] seeds)\n"
 		"      --max-configs N    configs checked (default [harness] max_configs)\n"
 		"      --set SECTION.KEY=VALUE  one measurement or tolerance setting over the config,\n"
 		"                         as a pull request's Reproduce command pins them: bench.warmup,\n"
 		"                         bench.min_time_ms, bench.max_reps, bench.l2_flush, bench.baselines,\n"
 		"                         harness.atol_fp32 (and rtol, fp16, bf16), harness.error_factor\n"
+		"      --stream-mode strict|kernelbench  strict (default, the bot's): the kernel\n"
+		"                         gets a non-blocking stream and must keep to it; kernelbench:\n"
+		"                         KernelBench's semantics (legacy default stream, a device-wide\n"
+		"                         sync after every call, stream checks off), said in the evidence\n"
 		"      --pass forward|backward\n"
 		"      --json PATH        write the evidence JSON: to the file PATH for one\n"
 		"                         kernel, else (several kernels, or PATH a directory or\n"
@@ -85,9 +92,9 @@ static void print_stages(const cJSON *ev, const char *prefix, FILE *fp)
 {
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "stages");
 	static const char *const keys[] = { "static_s", "build_s", "harness_s", "load_s",
-					    "correctness_s", "timing_s" };
+					    "correctness_s", "timing_s", "baseline_s" };
 	static const char *const names[] = { "static", "build", "harness", "load",
-					     "correctness", "timing" };
+					     "correctness", "timing", "of which baselines" };
 	bool any = false;
 
 	if (!cJSON_IsObject(st))

@@ -83,6 +83,8 @@ static const struct cfg_row rows[] = {
 	PATH("harness", "python", python, "", 0),
 	ENUM("harness", "backend", backend, "auto", backend_names),
 	INT("harness", "timeout_s", timeout_s, "300", 1, 86400),
+	INT("harness", "baseline_timeout_s", baseline_timeout_s, "600", 1, 86400),
+	DBL("harness", "baseline_drift", baseline_drift, "0.1", 0, 100, CFG_GT_MIN),
 	INT("harness", "seeds", seeds, "5", 1, 100),
 	INT("harness", "max_configs", max_configs, "16", 1, 256),
 	DBL("harness", "atol_fp32", atol_fp32, "1e-4", 0, 1, CFG_GT_MIN),

@@ -30,7 +30,9 @@ struct kb_config {
 	/* [harness]: how candidates are built and judged (verifier/) */
 	char *python;                 /* "" : auto (first python3 that imports torch) */
 	enum kb_backend backend;      /* auto: cuda when a GPU is present, else cpu */
-	int64_t timeout_s;            /* wall clock per evaluation */
+	int64_t timeout_s;            /* the candidate's stages per evaluation (baselines not counted) */
+	int64_t baseline_timeout_s;   /* allowance for the judge's baseline measurement */
+	double baseline_drift;        /* a cached baseline is stale beyond this eager drift (ratio) */
 	int64_t seeds;                /* trials per config */
 	int64_t max_configs;          /* configs evaluated per operator */
 	double atol_fp32, rtol_fp32;

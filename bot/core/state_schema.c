@@ -350,11 +350,27 @@ static const char schema_v5[] =
 	");"
 	"CREATE INDEX IF NOT EXISTS runs_by_job ON runs (job_id);";
 
+/*
+ * The baseline cache (issue 15, verifier/baseline_db.h): the judge's
+ * figures for an operator's baselines (eager, torch.compile) per operator
+ * content and the harness's key (torch, device, pass, config, timing
+ * settings), reused by every candidate, job and bench call.
+ */
+static const char schema_v6[] =
+	"CREATE TABLE IF NOT EXISTS baselines ("
+	"  operator_hash TEXT NOT NULL,"     /* kb_operator_hash */
+	"  key TEXT NOT NULL,"               /* the harness's, opaque here */
+	"  figures TEXT NOT NULL CHECK (json_valid(figures)),"
+	"  created_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (operator_hash, key)"
+	");";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
 	{ 2, "triggers, webhook events, job progress", schema_v2 },
 	{ 3, "searches: candidates, archive, prompts, history", schema_v3 },
 	{ 4, "evidence without untrusted output", schema_v4 },
 	{ 5, "runs: every kernelbot run, for status", schema_v5 },
+	{ 6, "baselines: cached baseline figures per operator", schema_v6 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

@@ -29,6 +29,7 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/strbuf.h"
+#include "verifier/operator_hash.h"
 
 #include <cjson/cJSON.h>
 
@@ -148,12 +149,7 @@ void kb_tune_describe_key(struct strbuf *out, const char *device, const char *op
  */
 void kb_tune_settings_hash(const struct kb_config *cfg, char out[17]);
 
-/*
- * SHA-256 of an operator's content: a file's bytes, or a folder's regular
- * files (recursively, sorted by relative path; names and bytes; dot files
- * and __pycache__ skipped). 0 or -1 (logged).
- */
-int kb_operator_hash(const char *path, char hex[65]);
+/* kb_operator_hash: the operator's content hash (verifier/operator_hash.h). */
 
 /* The device model: the GPU's name from the probe (cuda), else the CPU's from /proc/cpuinfo. */
 void kb_tune_device_name(const struct kb_verifier *vf, enum kb_backend backend, struct strbuf *out);

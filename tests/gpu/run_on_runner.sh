@@ -6,7 +6,7 @@
 #   sh tests/gpu/run_on_runner.sh [STEP ...]
 #
 # STEPs, in the order given (default: test-gpu bench-eval): test-gpu,
-# bench-eval, bench-templates, bench-search. One device call holds at most
+# bench-eval, bench-templates, bench-search, bench-corpora. One device call holds at most
 # 10 minutes, so a session splits them over calls.
 #
 # 1. puts on LD_LIBRARY_PATH those of build/gpu-libs the runner lacks
@@ -15,7 +15,8 @@
 # 2. each step with its own time limit (STEP_LIMIT_<step> seconds, with
 #    defaults below), its log in $OUT/<step>.log;
 # 3. prints every step's summary last.
-# BENCH_EVAL_ARGS, BENCH_TEMPLATES_ARGS, BENCH_SEARCH_ARGS: extra arguments.
+# BENCH_EVAL_ARGS, BENCH_TEMPLATES_ARGS, BENCH_SEARCH_ARGS, BENCH_CORPORA_ARGS:
+# extra arguments.
 # Logs, reports and evidence go to $OUT (default build/gpu-out).
 # Exit: 0 when every step passed, else 1 (2: not runnable).
 set -u
@@ -102,6 +103,9 @@ for step in "$@"; do
 	bench-templates)
 		run_step bench-templates "${STEP_LIMIT_bench_templates:-330}" \
 			sh bench/templates/run.sh --deadline 280 ${BENCH_TEMPLATES_ARGS:-} ;;
+	bench-corpora)
+		run_step bench-corpora "${STEP_LIMIT_bench_corpora:-590}" \
+			sh bench/corpora/run.sh --deadline 560 ${BENCH_CORPORA_ARGS:-} ;;
 	bench-search)
 		run_step bench-search "${STEP_LIMIT_bench_search:-300}" \
 			sh bench/search/run.sh --deadline 240 ${BENCH_SEARCH_ARGS:-} ;;

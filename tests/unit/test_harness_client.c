@@ -775,6 +775,10 @@ static void test_timeout_message_names_the_fix(void **state)
 	assert_non_null(strstr(m.buf, "seeds"));
 	assert_null(strstr(m.buf, "l2_flush"));
 	strbuf_reset(&m);
+	kb_harness_timeout_message(660000, "baselines", &m);
+	assert_non_null(strstr(m.buf, "(last stage: baselines)"));
+	assert_non_null(strstr(m.buf, "baseline_timeout_s"));
+	strbuf_reset(&m);
 	kb_harness_timeout_message(60000, NULL, &m);
 	assert_string_equal(m.buf, "evaluation exceeded 60 s");
 	strbuf_release(&m);

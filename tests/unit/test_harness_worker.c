@@ -41,7 +41,9 @@ static void write_file(const char *path, const char *text)
  * be ignored), a log line, then the result with what it checked. "fake"
  * in the request: "die" (SIGSEGV after the progress), "hang", "quit"
  * (result with worker_exit, then exit 3), "once" (exit 5 before any
- * record the first time only: a marker file remembers).
+ * record the first time only: a marker file remembers), "slow" (3 s
+ * before the result) and "slowbase" (the same after a progress record
+ * saying it measures baselines).
  */
 static const char fake_worker[] =
 	"read nonce\n"
@@ -61,6 +63,10 @@ static const char fake_worker[] =
 	"  echo \"log of request $n\"\n"
 	"  if [ \"$fake\" = die ]; then echo 'boom: an illegal memory access' >&2; kill -SEGV $$; fi\n"
 	"  if [ \"$fake\" = hang ]; then sleep 30 & wait; fi\n"
+	"  if [ \"$fake\" = slowbase ]; then\n"
+	"    echo \"{\\\"nonce\\\":\\\"$nonce\\\",\\\"type\\\":\\\"progress\\\",\\\"stage\\\":\\\"baselines\\\",\\\"config\\\":0,\\\"request\\\":\\\"$req\\\"}\" >&3\n"
+	"  fi\n"
+	"  case \"$fake\" in slow*) sleep 3;; esac\n"
 	"  ex=false; [ \"$fake\" = quit ] && ex=true\n"
 	"  echo \"{\\\"nonce\\\":\\\"$nonce\\\",\\\"type\\\":\\\"result\\\",\\\"protocol\\\":1,\\\"verdict\\\":\\\"verified\\\","
 	"\\\"reasons\\\":[],\\\"probe\\\":\\\"$msg\\\",\\\"pid\\\":$$,\\\"seq\\\":$n,\\\"mem\\\":\\\"$(ulimit -v)\\\","
@@ -322,6 +328,28 @@ static void test_hung_worker_killed(void **state)
 	cJSON_Delete(ev);
 }
 
+/*
+ * The bot's kill waits [harness] baseline_timeout_s longer for a judge
+ * that says it measures baselines (PROTOCOL.md "Timeouts"), and only then.
+ */
+static void test_baselines_get_their_allowance(void **state)
+{
+	struct fixture *f = *state;
+	struct kb_harness_run info;
+	cJSON *ev;
+
+	f->h.baseline_timeout_ms = 60000;
+	ev = eval(f, "slowbase", 1000, &info);
+	assert_false(info.timed_out);
+	assert_string_equal(kb_evidence_verdict(ev), "verified");
+	cJSON_Delete(ev);
+
+	ev = eval(f, "slow", 1000, &info);
+	assert_true(info.timed_out);
+	assert_string_equal(str(first_reason(ev), "check"), "timeout");
+	cJSON_Delete(ev);
+}
+
 static void test_worker_exit_announced(void **state)
 {
 	struct fixture *f = *state;
@@ -405,6 +433,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_requests_one_worker, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_worker_dies_mid_request, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hung_worker_killed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_baselines_get_their_allowance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_worker_exit_announced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_death_before_first_record_retried, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_backend_change_restarts, setup, teardown),

@@ -344,6 +344,57 @@ static int group_setup(void **state)
 }
 
 /* Line control, spliced and digraph directives, the Python C API, std::filesystem. */
+/* A ModelNew file: its C++ strings scanned at the .py's lines, its Python around them. */
+static void test_modelnew_file(void **state)
+{
+	static const char py[] =
+		"\"\"\"A docstring with braces { } is not C++ worth a finding: try {\"\"\"\n" /* 1 */
+		"import torch\n"                                                             /* 2 */
+		"from torch.utils.cpp_extension import load_inline\n"                         /* 3 */
+		"src = '''\n"                                                                /* 4 */
+		"torch::Tensor f(torch::Tensor x) {\n"                                       /* 5 */
+		"    auto y = torch::matmul(x, x);\n"                                        /* 6 */
+		"    return y;\n"                                                            /* 7 */
+		"}\n"                                                                        /* 8 */
+		"'''\n"                                                                      /* 9 */
+		"# py::exec in a comment is no finding\n"                                    /* 10 */
+		"ext = load_inline(name='x', cpp_sources=src, functions=['f'])\n"            /* 11 */
+		"class ModelNew(torch.nn.Module):\n"                                         /* 12 */
+		"    def forward(self, x):\n"                                                /* 13 */
+		"        return ext.f(x)\n";                                                 /* 14 */
+	static const char cu[] = "// class ModelNew(nn.Module)\nPYBIND11_MODULE(x, m) {}\n";
+
+	(void)state;
+	assert_int_equal(kb_source_abi(py, strlen(py)), KB_ABI_MODELNEW);
+	assert_string_equal(kb_abi_name(KB_ABI_MODELNEW), "modelnew");
+	/* strict (cpu): the torch call is found on the .py's own line 6 */
+	kb_findings_release(&found);
+	kb_static_check_flags(py, strlen(py), KB_ABI_MODELNEW, 0, &found);
+	if (!has("torch_compute", 6) || found.nr != 1)
+		dump();
+	assert_true(has("torch_compute", 6));
+	assert_int_equal(found.nr, 1);
+	/* mixed (cuda): allowed, proven at run time */
+	kb_findings_release(&found);
+	assert_int_equal(kb_static_check_flags(py, strlen(py), KB_ABI_MODELNEW, KB_STATIC_MIXED,
+					       &found), 0);
+	/* no extension: torch_fallback on the class line */
+	scan("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n", KB_ABI_MODELNEW);
+	assert_true(has("torch_fallback", 3));
+	/* no ModelNew: missing_entry */
+	scan("from torch.utils.cpp_extension import load_inline\nclass Model:\n    pass\n",
+	     KB_ABI_MODELNEW);
+	assert_true(has("missing_entry", 1));
+	/* a timer reassigned: timer_patching at its line; a comparison is not */
+	scan("import torch, time\nfrom torch.utils.cpp_extension import load_inline\n"
+	     "time.perf_counter = lambda: 0.0\nok = time.time == 3\n"
+	     "class ModelNew:\n    pass\n", KB_ABI_MODELNEW);
+	assert_true(has("timer_patching", 3));
+	assert_false(has("timer_patching", 4));
+	/* a .cu file naming class ModelNew in a comment is no ModelNew */
+	assert_int_equal(kb_source_abi(cu, strlen(cu)), KB_ABI_TORCH_EXT);
+}
+
 static void test_native_backstop_rules(void **state)
 {
 	native_fires("#line 5 \"/usr/include/stdio.h\"", "line_directive");
@@ -463,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_findings_json),
 		cmocka_unit_test(test_check_file),
 		cmocka_unit_test(test_native_backstop_rules),
+		cmocka_unit_test(test_modelnew_file),
 		cmocka_unit_test(test_preprocessed_own_text),
 	};
 

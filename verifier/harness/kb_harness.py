@@ -85,7 +85,7 @@ def _run(path, chan, seq=1):
     t0 = time.perf_counter()
     stages = {}
     body = _evaluate(path, chan, stages)
-    for k in ("load_s", "correctness_s", "timing_s"):
+    for k in ("load_s", "correctness_s", "timing_s", "baseline_s"):
         stages.setdefault(k, 0.0)  # a stage the evaluation never reached
     stages["total_s"] = round(time.perf_counter() - t0, 4)
     body["stages"] = stages

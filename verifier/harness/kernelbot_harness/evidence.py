@@ -60,7 +60,8 @@ def settings(req):
     """What the verdict and the figures were taken under: the tolerances,
     the error bound and (when timed) the timing settings; a Reproduce
     command pins them (`kernelbot bench --set`)."""
-    out = {"tolerances": req["tolerances"], "error_factor": req.get("error_factor")}
+    out = {"tolerances": req["tolerances"], "error_factor": req.get("error_factor"),
+           "stream_mode": req.get("stream_mode", "strict")}
     t = req.get("timing") or {}
     if t.get("enabled"):
         out["timing"] = {k: t.get(k) for k in ("warmup", "min_time_ms", "max_reps", "l2_flush",

@@ -16,11 +16,13 @@ clock it sees (time_kernel) and treats a dead or babbling runner as the
 candidate's crash.
 """
 import signal
+import socket
 import sys
 import time
 
 import torch
 
+from kernelbot_harness import budget as kbh_budget
 from kernelbot_harness import wire as kbh_wire
 from kernelbot_harness.abi import KernelLoadError
 from kernelbot_harness.zygote import RunnerError, zygote  # noqa: F401  (RunnerError: for kbh_run)
@@ -62,17 +64,24 @@ class RemoteCaller:
         self.zyg = zygote()
         self.pid, self.sock = self.zyg.fork()
         self.ended = None
+        self.custom = self.custom_share = None
         k = req["kernel"]
+        self.kernelbench = req.get("stream_mode") == "kernelbench"
         h, _ = self._ask({"op": "load", "kernel": k, "pass": req["pass"],
-                       "backend": device.type, "operator": req["operator"]},
+                       "backend": device.type, "operator": req["operator"],
+                       "stream_mode": req.get("stream_mode", "strict")},
                       what="while loading the kernel")
         if "load_error" in h:
             self.close()
             raise KernelLoadError(str(h["load_error"]))
-        if h.get("abi") not in ("native", "torch-ext"):
+        if h.get("abi") not in ("native", "torch-ext", "modelnew"):
             self.close()
             raise KernelLoadError("the kernel's process answered no ABI")
         self.kernel = RemoteKernel(h["abi"])
+        c = h.get("custom")
+        # how the runner can switch its custom code off (the candidate's word)
+        self.custom = c if isinstance(c, dict) and c.get("method") in ("noop", "poison", None) \
+            else None
         self.isolation = self.zyg.isolation
 
     def _end(self):
@@ -93,9 +102,20 @@ class RemoteCaller:
         return self.ended
 
     def _ask(self, header, tensors=(), what="during the kernel call"):
+        # every wait on the kernel's process ends with the candidate's
+        # budget (kbh_budget): past it the runner is killed, reason `timeout`
+        budget = kbh_budget.current()
+        left = budget.left()
+        if left is not None and left <= 0:
+            self._end()
+            raise kbh_budget.Exceeded(budget, what)
         try:
+            self.sock.settimeout(left)
             kbh_wire.send(self.sock, header, tensors)
             h, ts = kbh_wire.recv(self.sock)
+        except socket.timeout:
+            self._end()
+            raise kbh_budget.Exceeded(budget, what)
         except (OSError, kbh_wire.WireError):
             raise _died(what, self._end())
         if "fault" in h:
@@ -118,10 +138,20 @@ class RemoteCaller:
     def allocate(self, out_specs, pattern):
         self._ask({"op": "allocate", "out_specs": _specs(out_specs)}, [pattern.cpu()])
 
-    def call(self, case, kargs, grad_outs, check_stream, gate=False):
+    def _model(self, case, header):
+        """A ModelNew runner builds its model per config and seed."""
+        if self.kernel.abi == "modelnew":
+            header["model"] = getattr(case, "model_init", None)
+        return header
+
+    def call(self, case, kargs, grad_outs, check_stream, gate=False, noop=False):
+        """noop: the runner switches its custom code off for this call (the
+        proof that it does work): True as it can, "poison" by poisoning
+        what its extension calls return."""
         tensors = []
-        header = {"op": "call", "check_stream": bool(check_stream), "gate": bool(gate),
-                  "has_model": getattr(case, "model", None) is not None}
+        header = self._model(case, {
+            "op": "call", "check_stream": bool(check_stream), "gate": bool(gate),
+            "noop": "poison" if noop == "poison" else bool(noop), "has_model": getattr(case, "model", None) is not None})
         sent = list(kargs) + [None] + list(grad_outs)
         if self._sent is not None and len(sent) == len(self._sent) and \
                 all(a is b for a, b in zip(sent, self._sent)):
@@ -145,6 +175,9 @@ class RemoteCaller:
             if not all(torch.is_tensor(o) for o in res.outs):
                 raise kbh_wire.WireError("an output that is not a tensor")
             changed = h.get("changed") or []
+            res.ext_calls = h.get("ext_calls") if isinstance(h.get("ext_calls"), int) else None
+            res.noop_ok = h.get("noop_ok") if isinstance(h.get("noop_ok"), bool) else None
+            res.unmatched = [str(u)[:200] for u in (h.get("unmatched") or [])][:32]
         except (kbh_wire.WireError, TypeError, ValueError, KeyError) as e:
             self._end()
             raise DeviceFault("the kernel's process sent a malformed answer: %s" % e)
@@ -158,10 +191,11 @@ class RemoteCaller:
         """The runner's timing stats for the kernel and the judge's wall
         clock around it: (stats, wall_ms)."""
         tensors = []
-        header = {"op": "time", "args": kbh_wire.encode_values(list(args), tensors),
-                  "grads": kbh_wire.encode_values(list(grads), tensors),
-                  "out_specs": _specs(out_specs), "timing": timing,
-                  "has_model": getattr(case, "model", None) is not None}
+        header = self._model(case, {
+            "op": "time", "args": kbh_wire.encode_values(list(args), tensors),
+            "grads": kbh_wire.encode_values(list(grads), tensors),
+            "out_specs": _specs(out_specs), "timing": timing,
+            "has_model": getattr(case, "model", None) is not None})
         h, _ = self._ask(header, tensors, what="while preparing its timing")
         if "timing_error" in h:
             return None, None, str(h["timing_error"])
@@ -171,6 +205,9 @@ class RemoteCaller:
         stats = h.get("stats")
         if not isinstance(stats, dict):
             raise DeviceFault("the kernel's process sent no timing")
+        share = h.get("custom_share")
+        self.custom_share = float(share) if isinstance(share, (int, float)) and \
+            0.0 <= share <= 1.0 else None
         return stats, wall_ms, None
 
 

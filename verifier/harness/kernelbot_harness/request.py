@@ -20,12 +20,21 @@ DEFAULT_TIMING = {"enabled": False, "warmup": 5, "min_time_ms": 100,
                   "max_reps": 1000, "l2_flush": True,
                   "baselines": ["eager", "compile"]}
 
+# a cached baseline entry is stale when the eager baseline timed now differs
+# from its cached eager median by more than this ratio (PROTOCOL.md "Baseline cache")
+DEFAULT_BASELINE_DRIFT = 0.1
+
 # numel cap per tensor for scaled-up configs (PROTOCOL.md "max_numel")
 DEFAULT_MAX_NUMEL = {"cuda": 1 << 26, "cpu": 1 << 22}
 
 
 class RequestError(Exception):
     """The request is unusable: reported as verdict "error"."""
+
+
+# strict: a non-blocking stream the kernel must keep to (the bot's);
+# kernelbench: KernelBench's legacy default stream, device-wide syncs, no stream checks
+STREAM_MODES = ("strict", "kernelbench")
 
 
 def _need(cond, msg):
@@ -39,7 +48,7 @@ def _kernel(req, mode):
         return k
     _need(isinstance(k, dict), "missing 'kernel' in request")
     abi = k.get("abi", "native")
-    _need(abi in ("native", "torch-ext"), "bad kernel abi '%s'" % abi)
+    _need(abi in ("native", "torch-ext", "modelnew"), "bad kernel abi '%s'" % abi)
     if abi == "native":
         _need(isinstance(k.get("library"), str), "missing 'kernel.library'")
     else:
@@ -65,6 +74,27 @@ def _tolerances(req):
         _need(isinstance(v, dict), "bad tolerance for '%s'" % d)
         tol.setdefault(d, {}).update({k: float(x) for k, x in v.items()})
     return tol
+
+
+def _positive(req, name, default, hi):
+    """An optional number in (0, hi]; default when absent."""
+    v = req.get(name, default)
+    if v is None:
+        return None
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= hi,
+          "bad %s %r (a number above 0, at most %g)" % (name, v, hi))
+    return float(v)
+
+
+def _baseline_cache(req):
+    """The bot's cached baselines for this operator (PROTOCOL.md "Baseline
+    cache"): a list; each entry is checked where it is used, and a bad one
+    is ignored there with a warning, never fatal."""
+    v = req.get("baseline_cache")
+    if v is None:
+        return []
+    _need(isinstance(v, list), "bad baseline_cache (a list of {key, figures} entries)")
+    return v
 
 
 def _backend(req):
@@ -98,12 +128,18 @@ def parse(path):
     req["max_numel"] = int(req.get("max_numel") or DEFAULT_MAX_NUMEL[req["backend"]])
     req["tolerances"] = _tolerances(req)
     req["error_factor"] = _error_factor(req)
+    req["stream_mode"] = req.get("stream_mode") or "strict"
+    _need(req["stream_mode"] in STREAM_MODES, "bad stream_mode '%s' (strict or kernelbench)"
+          % req["stream_mode"])
     req["extra_configs"] = list(req.get("extra_configs") or [])
     timing = dict(DEFAULT_TIMING)
     timing.update(req.get("timing") or {})
     timing["enabled"] = bool(timing["enabled"]) or mode == "bench"
     req["timing"] = timing
     req["suspicious_speedup"] = float(req.get("suspicious_speedup", 10.0))
+    req["candidate_timeout_s"] = _positive(req, "candidate_timeout_s", None, 1e7)
+    req["baseline_cache"] = _baseline_cache(req)
+    req["baseline_drift"] = _positive(req, "baseline_drift", DEFAULT_BASELINE_DRIFT, 100.0)
     req.setdefault("peaks_cache", None)
     req["workdir"] = req.get("workdir") or os.environ.get("TMPDIR") or "/tmp"
     return req

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from kernelbot_harness import budget as kbh_budget
 from kernelbot_harness import cache as kbh_cache
 from kernelbot_harness import evidence as kbh_evidence
 from kernelbot_harness import prepare as kbh_prepare
@@ -30,10 +31,11 @@ def _device(backend):
     return torch.device("cpu")
 
 
-def _stream(device):
+def _stream(device, mode="strict"):
     """A non-default stream for everything: the legacy default stream would
-    synchronise with a kernel's side streams and hide their lateness."""
-    if device.type != "cuda":
+    synchronise with a kernel's side streams and hide their lateness. In
+    KernelBench's mode the legacy default stream, as KernelBench runs."""
+    if device.type != "cuda" or mode == "kernelbench":
         return contextlib.nullcontext()
     return torch.cuda.stream(torch.cuda.Stream(device))
 
@@ -65,10 +67,15 @@ class _Clock:
 
 def evaluate(req, chan, stages=None):
     """The result body; stages (a dict) receives load_s, correctness_s and
-    timing_s as far as the evaluation got."""
-    device = _device(req["backend"])
-    with _stream(device):
-        return _evaluate(req, chan, device, _Clock(stages))
+    timing_s as far as the evaluation got, and baseline_s (kbh_budget)."""
+    budget = kbh_budget.start(req.get("candidate_timeout_s"))
+    try:
+        device = _device(req["backend"])
+        with _stream(device, req.get("stream_mode", "strict")):
+            return _evaluate(req, chan, device, _Clock(stages))
+    finally:
+        if stages is not None:
+            stages["baseline_s"] = round(budget.baseline_s(), 4)
 
 
 def _evaluate(req, chan, device, clock):
@@ -95,7 +102,9 @@ def _evaluate(req, chan, device, clock):
                     configs=[_entry(req, c, None) for c in configs])
     except (kbh_remote.RunnerError, DeviceFault) as e:
         clock.lap("load_s")
-        r = {"check": "crash", "config": None, "seed": None, "message": str(e), "count": 1}
+        # kbh_budget.Exceeded: "timeout"
+        r = {"check": getattr(e, "check", "crash"), "config": None, "seed": None,
+             "message": str(e), "count": 1}
         return dict(base, verdict="rejected", reasons=[r], summary=None,
                     configs=[_entry(req, c, None) for c in configs])
     env["runner"] = caller.isolation
@@ -114,7 +123,7 @@ def _judge(req, task, caller, configs, device, chan, clock, base):
     except DeviceFault as e:  # the kernel's process is gone: report what we have and stop
         clock.lap("correctness_s")
         index, seed, name = getattr(e, "where", (None, None, "?"))
-        v.reasons.add("crash", index, seed, "config '%s': %s" % (name, e))
+        v.reasons.add(getattr(e, "check", "crash"), index, seed, "config '%s': %s" % (name, e))
         return dict(base, verdict="rejected", reasons=v.reasons.items, summary=None,
                     configs=[_entry(req, c, v) for c in configs if hasattr(c, "failed")])
     timing_note = None
@@ -122,7 +131,7 @@ def _judge(req, task, caller, configs, device, chan, clock, base):
         try:
             timing_note = _time(req, task, caller, v, configs, device, reasons, chan)
         except DeviceFault as e:
-            v.reasons.add("crash", None, None, "while timing: %s" % e)
+            v.reasons.add(getattr(e, "check", "crash"), None, None, "while timing: %s" % e)
         clock.lap("timing_s")
     suspicious = any(r["check"] == "suspicious_speedup" for r in reasons)
     body = dict(base, verdict=kbh_evidence.verdict(reasons), reasons=reasons,
@@ -130,6 +139,13 @@ def _judge(req, task, caller, configs, device, chan, clock, base):
                 summary=kbh_evidence.summary(configs, req["seeds"], suspicious))
     if timing_note:
         body["timing_note"] = timing_note
+    measured = [c.baseline_measured for c in configs if getattr(c, "baseline_measured", None)]
+    if measured and body["verdict"] == "verified" and not suspicious:
+        # the bot stores them (PROTOCOL.md "Baseline cache"); never from a
+        # kernel that was rejected or flagged while they were timed
+        body["baselines_measured"] = measured
+    if v.custom_work is not None:
+        body["custom_work"] = v.custom_work
     return body
 
 
@@ -148,13 +164,14 @@ def _time(req, task, caller, verifier, configs, device, reasons, chan):
     for cfg in configs:
         chan.progress("timing", cfg.index)
         cfg.timing = kbh_timing.time_config(mods, caller.kernel, caller, task,
-                                            cfg, req, device)
+                                            cfg, req, device, chan)
         sp = cfg.timing.get("speedup_eager")
         if sp is not None and sp > req["suspicious_speedup"]:
             verifier.reasons.add("suspicious_speedup", cfg.index, None,
                                  "config '%s': %.1fx faster than eager (threshold %.1fx)"
                                  % (cfg.name, sp, req["suspicious_speedup"]))
-        if device.type == "cuda" and kbh_timing.side_stream_suspect(cfg.timing):
+        if device.type == "cuda" and req.get("stream_mode") != "kernelbench" and \
+                kbh_timing.side_stream_suspect(cfg.timing):
             verifier.reasons.add("stream", cfg.index, None,
                                  "config '%s': device busy after the timed stream "
                                  "finished (work on another stream): %s"

@@ -36,6 +36,20 @@ class _Case:
         self.model = object() if has_model else None
 
 
+def _refill(buf, value):
+    """value in buf when it has value's shape, dtype, layout and device,
+    else in a new copy."""
+    if not torch.is_tensor(value):
+        return value
+    if torch.is_tensor(buf) and buf.shape == value.shape and buf.dtype == value.dtype and \
+            buf.stride() == value.stride() and buf.device == value.device and \
+            not buf.requires_grad:
+        with torch.no_grad():
+            buf.copy_(value)
+        return buf
+    return value.clone()
+
+
 class Runner:
     def __init__(self, sock, workdir):
         self.sock, self.workdir = sock, workdir
@@ -43,6 +57,7 @@ class Runner:
         self.device = torch.device("cpu")
         self.pass_ = "forward"
         self.kept = None  # (args, grads) of the last call that sent them
+        self.bufs = []    # the native calls' input buffers (_inputs)
 
     def reply(self, header, tensors=()):
         kbh_wire.send(self.sock, header, tensors)
@@ -51,6 +66,7 @@ class Runner:
         from kernelbot_harness import cache as kbh_cache
         from kernelbot_harness.abi import KernelLoadError, NativeKernel
         from kernelbot_harness.checks.calls import Caller
+        from kernelbot_harness.task import TaskError
         self.pass_ = h.get("pass") or "forward"
         if h.get("backend") == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -62,6 +78,12 @@ class Runner:
                 kbh_cache.enabled = True  # a private copy: one fresh instance
                 lib = kbh_cache.private_library(k["library"], self.workdir)
                 self.kernel = NativeKernel(lib, self.pass_)
+            elif k.get("abi") == "modelnew":
+                from kernelbot_harness.modelnew import ModelNewKernel
+                self.task = kbh_cache.load_task(h["operator"], "forward") \
+                    if h.get("operator") else None
+                self.kernel = ModelNewKernel(k["source"], self.task, self.workdir,
+                                             self.device, self.pass_)
             else:
                 from kernelbot_harness.ext import ExtKernel
                 if self.pass_ == "backward" and h.get("operator"):
@@ -70,8 +92,13 @@ class Runner:
                 self.kernel = ExtKernel(k["source"], k["name"], self.workdir, self.pass_)
         except KernelLoadError as e:
             return self.reply({"load_error": str(e)})
+        except TaskError as e:  # the operator, imported here for ModelNew
+            return self.reply({"load_error": str(e)})
         self.caller = Caller(self.kernel, self.task, self.device, self.pass_)
-        self.reply({"abi": self.kernel.abi})
+        # KernelBench's semantics: the device settles right after each call
+        self.caller.device_sync = h.get("stream_mode") == "kernelbench"
+        custom = self.kernel.custom() if hasattr(self.kernel, "custom") else None
+        self.reply({"abi": self.kernel.abi, "custom": custom})
 
     def _specs(self, h):
         return [(tuple(s["shape"]), kbh_wire.DTYPES[s["dtype"]]) for s in h["out_specs"]]
@@ -83,18 +110,60 @@ class Runner:
     def _values(self, h, ts, key):
         return kbh_wire.decode_values(h.get(key) or [], ts, self.device)
 
+    def _inputs(self):
+        """The kept values as the call's (args, grads). A native kernel gets
+        them in the same buffers call after call, fresh values at an
+        unchanged address: one that caches its result by where its inputs
+        are, not what they hold, returns a stale result and is caught
+        (cached_result); a new buffer would let it compute afresh whenever
+        the allocator moves the inputs. A torch-ext kernel gets new
+        tensors (its Python code may keep autograd state on them)."""
+        flat = self.kept[0] + self.kept[1]
+        if self.kernel.abi != "native":
+            bufs = [a.clone() if torch.is_tensor(a) else a for a in flat]
+        else:
+            old = self.bufs if len(self.bufs) == len(flat) else [None] * len(flat)
+            bufs = [_refill(b, a) for b, a in zip(old, flat)]
+            self.bufs = bufs
+        n = len(self.kept[0])
+        return bufs[:n], bufs[n:]
+
     def call(self, h, ts):
         if h.get("same_args"):
             if self.kept is None:
                 raise kbh_wire.WireError("no arguments kept to call on")
         else:
             self.kept = (self._values(h, ts, "args"), self._values(h, ts, "grads"))
-        # fresh copies per call: what a call does to its inputs stays with it
-        args, grads = [[a.clone() if torch.is_tensor(a) else a for a in vs] for vs in self.kept]
+        # copies per call: what a call does to its inputs stays with it
+        args, grads = self._inputs()
         every = args + grads
         pristine = self.kept[0] + self.kept[1]  # never handed to a call
-        res = self.caller.call(_Case(h.get("has_model")), args, grads,
-                               bool(h.get("check_stream")), gate=bool(h.get("gate")))
+        why = self._configure(h)
+        if why:
+            return self.reply({"error": why, "guards_ok": None, "late": None,
+                               "poisoned": False, "gate": None, "changed": [], "outs": []})
+        noop = bool(h.get("noop")) and hasattr(self.kernel, "set_noop")
+        poison = h.get("noop") == "poison"
+        noop_ok = None
+        if poison:
+            noop_ok = hasattr(self.kernel, "poisoning")
+            if noop_ok:
+                self.kernel.poisoning = True
+        elif noop:
+            noop_ok = self.kernel.set_noop(True)
+        if noop:
+            # outputs allocated in the call must not inherit an earlier result
+            from kernelbot_harness.checks import memory as kbh_memory
+            kbh_memory.poison_free_memory(self.device)
+        self.kernel.calls = 0
+        try:
+            res = self.caller.call(_Case(h.get("has_model")), args, grads,
+                                   bool(h.get("check_stream")), gate=bool(h.get("gate")))
+        finally:
+            if noop:
+                self.kernel.set_noop(False)
+            if poison and noop_ok:
+                self.kernel.poisoning = False
         from kernelbot_harness.checks import memory as kbh_memory
         changed = [i for i, (a, p) in enumerate(zip(every, pristine))
                    if torch.is_tensor(a) and not kbh_memory.same_bits(a, p)]
@@ -102,7 +171,52 @@ class Runner:
         body = {"error": res.error, "guards_ok": res.guards_ok, "late": res.late,
                 "poisoned": res.poisoned, "gate": res.gate, "changed": changed,
                 "outs": kbh_wire.encode_values(list(res.outs), out)}
+        if noop:
+            body["noop_ok"] = bool(noop_ok)
+        if hasattr(self.kernel, "ext_call"):
+            body["ext_calls"] = self.kernel.calls
+            body["unmatched"] = list(self.kernel.unmatched)
         self.reply(body, out)
+
+    def _configure(self, h):
+        """A ModelNew call's model (config constants, seed, argument
+        names); the error text when ModelNew cannot be built for it."""
+        if "model" not in h or not hasattr(self.kernel, "configure"):
+            return None
+        from kernelbot_harness.modelnew import _CallError
+        try:
+            self.kernel.configure(h["model"])
+        except _CallError as e:
+            return "kernel raised %s" % e
+        return None
+
+    def _custom_share(self, mods, t, stats):
+        """The share of the kernel's time its own code takes (the
+        candidate's word, informational): with every custom CUDA kernel
+        switched off the call takes t_off, so 1 - t_off / t; with only
+        host-side extension calls, their time over the loop's."""
+        if not hasattr(self.kernel, "custom") or not stats:
+            return None
+        c = self.kernel.custom()
+        med = stats.get("median_ms")
+        if not c["method"] or not isinstance(med, (int, float)) or med <= 0:
+            return None
+        if c["method"] == "poison":
+            calls = max(1, getattr(self.kernel, "bound_calls", 0))
+            return round(max(0.0, min(1.0, self.kernel.ext_s * 1e3 / calls / med)), 4)
+        self.kernel.set_noop(True)
+        try:
+            off = mods[0].measure({"kernel": self._k}, device=self.device.type,
+                                  warmup=2, min_time_ms=max(10, t.get("min_time_ms", 100) / 4),
+                                  max_reps=max(10, t.get("max_reps", 1000) // 4),
+                                  l2_flush=t.get("l2_flush", True),
+                                  method=t.get("method", "events")).get("kernel") or {}
+        finally:
+            self.kernel.set_noop(False)
+        m_off = off.get("median_ms")
+        if not isinstance(m_off, (int, float)):
+            return None
+        return round(max(0.0, min(1.0, 1.0 - m_off / med)), 4)
 
     def time(self, h, ts):
         from kernelbot_harness.timing import evaluation as kbh_timing
@@ -117,8 +231,16 @@ class Runner:
         elif backward:
             case = _Case(h.get("has_model"))
             k = lambda: self.kernel.backward(self.task, case, args, grads)
+        elif self.kernel.abi == "modelnew":
+            why = self._configure(h)
+            if why:
+                return self.reply({"timing_error": why})
+            k = self.kernel.bound(args)
         else:
             k = lambda: self.kernel.forward(args)
+        self._k = k
+        if hasattr(self.kernel, "ext_s"):
+            self.kernel.ext_s = 0.0
         self.reply({"ready": True})
         go, _ = kbh_wire.recv(self.sock)
         if go.get("op") != "go":
@@ -131,7 +253,9 @@ class Runner:
                                   max_reps=t.get("max_reps", 1000),
                                   l2_flush=t.get("l2_flush", True),
                                   method=t.get("method", "events"))
-        self.reply({"stats": res.get("kernel")})
+        stats = res.get("kernel")
+        share = self._custom_share(mods, t, stats) if not backward else None
+        self.reply({"stats": stats, "custom_share": share})
 
     def serve(self):
         from kernelbot_harness.checks.calls import DeviceFault
@@ -155,11 +279,12 @@ class Runner:
                 return FAULT_EXIT
 
 
-def _stream(device_type):
+def _stream(device_type, mode="strict"):
     """The runner's calls and timing on a non-default stream, as in the
     judge (kbh_run._stream): the legacy default stream would synchronise
-    with a kernel's side streams and hide them."""
-    if device_type == "cuda" and torch.cuda.is_available():
+    with a kernel's side streams and hide them. KernelBench's mode: the
+    legacy default stream."""
+    if device_type == "cuda" and torch.cuda.is_available() and mode != "kernelbench":
         return torch.cuda.stream(torch.cuda.Stream())
     return contextlib.nullcontext()
 
@@ -176,6 +301,6 @@ def serve(sock, workdir):
         return 0
     if first.get("op") != "load":
         return 2
-    with _stream(first.get("backend")):
+    with _stream(first.get("backend"), first.get("stream_mode") or "strict"):
         r.load(first)
         return r.serve()

@@ -105,6 +105,8 @@ class Case:
     def __init__(self, names, args, ref, model, model_inputs):
         self.names, self.args, self.ref = names, args, ref
         self.model, self.model_inputs = model, model_inputs
+        # what a ModelNew runner needs to build its model alike (task_kb)
+        self.model_init = None
 
     def tensor_meta(self):
         out = []

@@ -18,7 +18,7 @@ from kernelbot_harness.task import TaskError, error_text
 
 CHECKS = ("kernel_error", "correctness", "nan_mismatch", "unwritten_output",
           "out_of_bounds", "input_mutation", "cached_result", "precision",
-          "stream", "nondeterminism")
+          "stream", "nondeterminism", "torch_fallback", "no_custom_work")
 # failures that a kernel tuned to one shape shows on others
 SHAPE_CHECKS = {"kernel_error", "correctness", "nan_mismatch",
                 "unwritten_output", "out_of_bounds", "precision"}
@@ -80,6 +80,8 @@ class Verifier:
         self.reasons = Reasons()
         self.caller.reasons = self.reasons
         self._ref64 = None   # the trial's float64 reference (_Ref64)
+        self._custom_checked = False
+        self.custom_work = None  # the custom-work proof's figures (evidence)
         # guard bytes the kernel cannot predict (a fresh draw per evaluation)
         self.pattern = kbh_memory.guard_pattern(int.from_bytes(os.urandom(8), "little"))
 
@@ -149,8 +151,10 @@ class Verifier:
         fails = []
         # the first call of a config's first trial runs behind a hold of the
         # given stream (kbh_calls.Gate): work on another stream shows there
-        gated = s == 0 and self.device.type == "cuda"
-        r1 = self.caller.call(case, case.args, grads, check_stream=(s == 0), gate=gated)
+        strict = self.req.get("stream_mode", "strict") == "strict"
+        gated = s == 0 and self.device.type == "cuda" and strict
+        r1 = self.caller.call(case, case.args, grads, check_stream=(s == 0 and strict),
+                              gate=gated)
         self._after_call(r1, case.args + grads, pristine, names, fails)
         self._gate_note(cfg, r1)
         if r1.error:
@@ -164,7 +168,7 @@ class Verifier:
             raise _RefusedInputs(error_text(e))
         kbh_memory.poison_free_memory(self.device)
         r2 = self.caller.call(case, case.args, grads,
-                              check_stream=self.device.type == "cuda")
+                              check_stream=self.device.type == "cuda" and strict)
         self._after_call(r2, case.args + grads, pristine, names, fails)
         if r2.error:
             return fails, prev
@@ -186,7 +190,86 @@ class Verifier:
             return _dedupe(fails), (expected, r2.outs)
         fails.extend(f1 + f2)
         self._repeat_checks(r1, r2, expected, prev, tols, fails)
+        if not fails:
+            self._custom_work(cfg, s, dist, case, grads, r2, expected, tols, fails)
         return _dedupe(fails), (expected, r2.outs)
+
+    def _custom_work(self, cfg, s, dist, case, grads, r, expected, tols, fails):
+        """Once per evaluation, on its first correct trial: the candidate's
+        own code must do part of the work (mixed kernels: torch, cuBLAS or
+        cuDNN may do the rest). With its custom CUDA kernels switched off
+        (or, without any, the outputs of its extension calls poisoned), the
+        result must no longer be correct. The proof runs on fresh inputs
+        (another seed): an output buffer that still holds an earlier call's
+        result cannot be right for them. A noop "still correct" is trusted
+        only where the poison method agrees (ModelNew); where it cannot be
+        asked (a torch extension's whole forward) or disagrees, it is a
+        note, never a rejection (PROTOCOL.md "Custom work")."""
+        if self._custom_checked or self.caller.kernel.abi == "native":
+            return
+        self._custom_checked = True
+        c = getattr(self.caller, "custom", None) or {}
+        modelnew = self.caller.kernel.abi == "modelnew"
+        base = {"method": c.get("method"), "kernels": c.get("kernels", 0),
+                "ext_calls": r.ext_calls}
+        if modelnew and (not c.get("modules") or r.ext_calls == 0):
+            self.custom_work = dict(base, does_work=False)
+            fails.append(("torch_fallback", (
+                "ModelNew builds no extension (no load_inline or load)" if not c.get("modules")
+                else "ModelNew's forward called none of its extension's functions")
+                + ": a candidate of torch calls only is a torch fallback"))
+            return
+        if not c.get("method"):
+            return
+        case, grads, expected, tols = self._fresh(cfg, s, dist, case, grads, expected, tols)
+        still = self._still_correct(case, grads, expected, tols, c["method"])
+        if still is None:
+            self.custom_work = dict(base, does_work=None,
+                                    note="the no-op switch did not take; no proof")
+            return
+        how = ("with its %d custom CUDA kernel(s) switched off (every launch a no-op)"
+               % c.get("kernels", 0) if c["method"] == "noop" else
+               "with the outputs of its extension calls poisoned (NaN)")
+        if still and c["method"] == "noop":
+            poison = self._still_correct(case, grads, expected, tols, "poison") \
+                if modelnew else None
+            if not poison:
+                self.custom_work = dict(base, does_work=None, note=(
+                    "the result stayed correct with the CUDA kernels switched off, but %s; "
+                    "no proof either way" % (
+                        "poisoning the extension calls' outputs broke it" if modelnew else
+                        "a torch extension's forward cannot be poisoned apart")))
+                return
+            how += ", and with its extension calls' outputs poisoned"
+        self.custom_work = dict(base, does_work=not still)
+        if still:
+            fails.append(("no_custom_work", "custom code does no work: %s the result is "
+                          "still correct, so torch or a library computed all of it" % how))
+
+    def _fresh(self, cfg, s, dist, case, grads, expected, tols):
+        """Another trial's inputs and reference for the proof; the trial's
+        own when the operator refuses them."""
+        seed = kbh_inputs.trial_seed(cfg.index, s) + 7919
+        try:
+            case2 = self.task.make_case(cfg, seed, dist, kbh_inputs.init_setting(cfg.index, s),
+                                        self.device)
+            grads2 = kbh_reference.grad_outputs(cfg.fwd_specs, seed, self.device) \
+                if self.backward else []
+            pristine = kbh_reference.clone_args(case2.args + grads2)
+            expected2 = self._reference(case2, pristine, len(case2.args))
+        except Exception:  # noqa: BLE001 (operator code refusing these inputs)
+            return case, grads, expected, tols
+        return case2, grads2, expected2, tols
+
+    def _still_correct(self, case, grads, expected, tols, method):
+        """Whether the call with the custom code off (method: "noop" as the
+        runner can, or "poison") is still correct; None when the switch did
+        not take."""
+        off = self.caller.call(case, case.args, grads, check_stream=False,
+                               noop="poison" if method == "poison" else True)
+        if off.noop_ok is False:
+            return None
+        return self._outputs_ok(off, expected, tols)
 
     def _outputs_ok(self, r, expected, tols):
         if r.error or len(r.outs) != len(expected):
@@ -360,7 +443,10 @@ class Verifier:
         for c in CHECKS:
             if c in cfg.failed:
                 out[c] = "fail"
-            elif (c in ("unwritten_output", "out_of_bounds") and not native) or \
+            elif (c == "stream" and self.req.get("stream_mode") == "kernelbench") or \
+                    (c in ("torch_fallback", "no_custom_work") and
+                  (native or not (self.custom_work or {}).get("method"))) or \
+                    (c in ("unwritten_output", "out_of_bounds") and not native) or \
                     (c == "cached_result" and cfg.trials < 2) or \
                     (c == "precision" and all(d != torch.float32 for _, d in cfg.out_specs)):
                 out[c] = "skip"

@@ -68,6 +68,9 @@ class CallResult:
         self.poisoned = False   # outputs were poisoned before the call
         self.gate = None        # a gated call: Gate.info()
         self.changed = []       # indices of arguments the call changed
+        self.ext_calls = None   # ModelNew: calls into its extensions
+        self.noop_ok = None     # a no-op call: the switch took (read back)
+        self.unmatched = []     # ModelNew: its tensors without a Model counterpart
 
 
 def stream_fix(abi):
@@ -76,8 +79,11 @@ def stream_fix(abi):
     if abi == "native":
         fix = ("launch every kernel and copy on kb_forward's `stream` argument "
                "((cudaStream_t)stream)")
-    elif abi == "torch-ext":
-        fix = "launch on at::cuda::getCurrentCUDAStream()"
+    elif abi in ("torch-ext", "modelnew"):
+        fix = ("launch on at::cuda::getCurrentCUDAStream() (kernel<<<grid, block, 0, "
+               "at::cuda::getCurrentCUDAStream()>>>; KernelBench's own evaluation runs on the "
+               "default stream: `kernelbot verify --stream-mode kernelbench` checks under "
+               "those semantics)")
     else:
         fix = ("launch on the ABI's stream argument ((cudaStream_t)stream) / "
                "at::cuda::getCurrentCUDAStream()")
@@ -261,6 +267,7 @@ class Caller:
         self.guarded = []
         self.retired = []
         self.reasons = None     # the verifier's Reasons: timing adds `stream` there
+        self.device_sync = False  # KernelBench's mode: a device-wide sync after each call
 
     def allocate(self, out_specs, pattern):
         """Guarded outputs for a config (native ABI only). Old buffers are
@@ -308,6 +315,8 @@ class Caller:
             gate.hold_inputs(args)
             gate.close()
         rc = fn()
+        if self.device_sync:
+            _guarded_sync(self.device, False)
         if gate is not None:
             _guarded(gate.returned)
         for b, o in zip(snap, outs):
@@ -346,6 +355,8 @@ class Caller:
                 outs = self.kernel.backward(self.task, case, kargs, grad_outs)
             else:
                 outs = self.kernel.forward(kargs)
+            if self.device_sync:
+                _guarded_sync(self.device, False)
             if gate is not None:
                 _guarded(gate.returned)
             snap = [o.clone() for o in outs]

@@ -10,8 +10,10 @@ import time
 
 import torch
 
+from kernelbot_harness import budget as kbh_budget
 from kernelbot_harness import cache as kbh_cache
 from kernelbot_harness.checks import compare as kbh_checks
+from kernelbot_harness.timing import baseline_cache as kbh_bcache
 from kernelbot_harness import reference as kbh_reference
 from kernelbot_harness import remote as kbh_remote
 from kernelbot_harness.checks.calls import early_write_message, stream_fix
@@ -71,19 +73,22 @@ def _raise_recompile_limits():
             pass
 
 
-def _baselines(caller, case, cfg, grads, backward, tmod, req, device):
-    """The judge's zero-argument callables: eager and (when it works)
-    compile. The kernel is timed in its own process (kbh_remote)."""
+def _baselines(caller, case, cfg, grads, backward, tmod, req, device, want_compile=True):
+    """The judge's zero-argument callables: eager and (when it works and
+    want_compile) compile. The kernel is timed in its own process
+    (kbh_remote)."""
     model, mi = case.model, case.model_inputs
     if backward:
         eager = lambda: kbh_reference.backward(case, case.args, grads)
         return {"eager": eager}, "no compile baseline for backward"
     fns = {"eager": lambda: model(*mi)}
     comp, why = (None, "compile baseline not requested")
-    if "compile" in req["timing"].get("baselines", []):
+    if want_compile and "compile" in req["timing"].get("baselines", []):
         _raise_recompile_limits()
-        # compiled once per worker in serve mode (kbh_cache)
-        comp, why = kbh_cache.compile_baseline(tmod, caller.task, cfg, model, mi, device)
+        # compiled once per worker in serve mode (kbh_cache); the judge's
+        # time, not the candidate's (kbh_budget)
+        with kbh_budget.current().baselines():
+            comp, why = kbh_cache.compile_baseline(tmod, caller.task, cfg, model, mi, device)
     if comp is not None:
         fns["compile"] = lambda: comp(*mi)
     return fns, why or None
@@ -116,8 +121,10 @@ def _turn_settings(settings, turns):
 
 
 def _time_baselines(tmod, fns, settings, method, backward, device):
-    """The judge's timing of the baselines in one turn: (stats, wall ms)."""
-    with torch.no_grad() if not backward else torch.enable_grad():
+    """The judge's timing of the baselines in one turn: (stats, wall ms).
+    The judge's time, not the candidate's (kbh_budget)."""
+    with kbh_budget.current().baselines(), \
+            torch.no_grad() if not backward else torch.enable_grad():
         t0 = time.perf_counter()
         # the baselines by the kernel's method: speedups compare like with like
         res = tmod.measure(fns, device=device.type, warmup=settings["warmup"],
@@ -129,13 +136,15 @@ def _time_baselines(tmod, fns, settings, method, backward, device):
 
 
 def _time_in_turns(caller, task, cfg, case, grads, fns, settings, tmod, backward,
-                   device):
+                   device, announce=None):
     """The kernel (in its runner) and the baselines (here) timed in turns,
     ABAB, so that a drift of clocks or load between the two processes'
     measurements hits both alike; each turn's kernel timing is checked
     against the judge's wall clock (_wall_check). Returns (kernel stats
     merged or None, why there are none, baseline stats merged, the wall
-    checks of the turns)."""
+    checks of the turns). announce(stage), when given, hears "baselines"
+    before each baseline turn and "timing" after it (a progress record)."""
+    announce = announce or (lambda stage: None)
     turn = _turn_settings(settings, TIMING_TURNS)
     kparts, bparts, checks = [], [], []
     kwhy = None
@@ -147,7 +156,9 @@ def _time_in_turns(caller, task, cfg, case, grads, fns, settings, tmod, backward
         method = kst.get("method")
         if method in ("graph", "events"):
             turn = dict(turn, method=method)   # later turns: the first turn's method
+        announce("baselines")
         res, own_wall = _time_baselines(tmod, fns, turn, method, backward, device)
+        announce("timing")
         bparts.append(res)
         kst, figures = _wall_check(caller, task, cfg, case, grads, turn, kst, kwall,
                                    _own_overhead_ms(res, own_wall))
@@ -176,10 +187,11 @@ def _merged(tmod, parts):
     return st
 
 
-def time_config(mods, kernel, caller, task, cfg, req, device):
+def time_config(mods, kernel, caller, task, cfg, req, device, chan=None):
     """The timing entry of one config (PROTOCOL.md "timing"): the kernel
     timed by its runner and the baselines timed here, in turns
-    (_time_in_turns), then the stream probe and the roofline."""
+    (_time_in_turns; cached baselines: _timed_with_cache), then the stream
+    probe and the roofline. chan: progress records ("baselines")."""
     tmod, roof = mods
     backward = req["pass"] == "backward"
     settings = _settings(req)
@@ -187,11 +199,11 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
         case = task.make_case(cfg, TIMING_SEED, "own", "default", device)
         grads = kbh_reference.grad_outputs(cfg.fwd_specs, TIMING_SEED, device) \
             if backward else []
-        fns, why = _baselines(caller, case, cfg, grads, backward, tmod, req, device)
-        kstats, kwhy, res, checks = _time_in_turns(caller, task, cfg, case, grads, fns,
-                                                   settings, tmod, backward, device)
+        kstats, kwhy, res, checks, why, cached = _timed_with_cache(
+            caller, task, cfg, case, grads, settings, tmod, req, device, chan)
         with torch.no_grad() if not backward else torch.enable_grad():
-            probe = stream_probe(caller, case, grads, req, device) if kstats else None
+            probe = stream_probe(caller, case, grads, req, device) \
+                if kstats and req.get("stream_mode") != "kernelbench" else None
         if backward:
             flops, nbytes = roof.count(lambda *a: kbh_reference.backward(case, list(a), grads),
                                        case.args)
@@ -204,6 +216,11 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
              "method": kres.get("method"), "method_reason": kres.get("method_reason")}
     if kwhy:
         entry["kernel_reason"] = kwhy
+    entry["baseline_source"] = cached.pop("source")
+    entry["baseline_cache"] = cached
+    if kernel.abi != "native":
+        # the share of the kernel's time in its own code (the runner's word)
+        entry["custom_share"] = getattr(caller, "custom_share", None)
     entry.update(tmod.speedups(dict(res, kernel=kstats)))
     if checks:
         # the turn whose wall time came closest to (or beyond) its bound
@@ -227,6 +244,47 @@ def time_config(mods, kernel, caller, task, cfg, req, device):
     entry["peaks"] = {"copy_gbps": peaks.get("copy_gbps"),
                       "matmul_tflops": peaks.get("matmul_tflops")}
     return entry
+
+
+def _timed_with_cache(caller, task, cfg, case, grads, settings, tmod, req, device, chan):
+    """_time_in_turns with the bot's cached baselines (PROTOCOL.md
+    "Baseline cache"). A hit compiles and times no torch.compile: eager
+    alone is timed beside the kernel, in turns, as the anchor; when it
+    agrees with the cached eager within the request's baseline_drift, the
+    cached compile figures stand in. A miss, a malformed entry or a stale
+    one (the anchor disagrees) measures every baseline now, and the
+    figures go back to the bot when the kernel's timing held
+    (cfg.baseline_measured). Returns _time_in_turns's four, the compile
+    reason and the evidence's baseline_cache object (with its "source")."""
+    backward = req["pass"] == "backward"
+    k = kbh_bcache.key(req, device, cfg, settings)
+    hit, miss = kbh_bcache.lookup(req, k)
+    if hit is not None:
+        fns, _ = _baselines(caller, case, cfg, grads, backward, tmod, req, device,
+                            want_compile=False)
+        kstats, kwhy, res, checks = _time_in_turns(caller, task, cfg, case, grads, fns,
+                                                   settings, tmod, backward, device)
+        ok, info = kbh_bcache.anchor(hit, res.get("eager"), (kstats or {}).get("method"),
+                                     req["baseline_drift"])
+        timed = kstats is not None and all(c.get("ok") for c in checks)
+        if ok or not timed:   # a kernel that failed its timing: nothing to re-measure for
+            res["compile"] = hit["figures"]["compile"]
+            return (kstats, kwhy, res, checks, hit["figures"]["compile_reason"],
+                    dict(info, source="cache"))
+        miss = info["why"]
+        kbh_bcache.warn("config '%s': %s; measuring again" % (cfg.name, miss))
+    announce = (lambda stage: chan.progress(stage, cfg.index)) if chan else None
+    if announce:
+        announce("baselines")   # the bot allows the baselines' time (PROTOCOL.md)
+    fns, why = _baselines(caller, case, cfg, grads, backward, tmod, req, device)
+    if announce:
+        announce("timing")
+    kstats, kwhy, res, checks = _time_in_turns(caller, task, cfg, case, grads, fns,
+                                               settings, tmod, backward, device, announce)
+    if kstats is not None and all(c.get("ok") for c in checks):
+        cfg.baseline_measured = {"key": k, "figures": kbh_bcache.figures(
+            res, why, kstats.get("method"))}
+    return kstats, kwhy, res, checks, why, {"source": "measured", "why": miss}
 
 
 def _wall_check(caller, task, cfg, case, grads, settings, kstats, kwall, ovh):

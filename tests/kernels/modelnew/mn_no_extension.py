@@ -1,0 +1,11 @@
+"""A ModelNew with no extension at all: rejected statically (torch_fallback)."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
