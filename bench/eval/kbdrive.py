@@ -44,6 +44,7 @@ EXPECTED_REJECTIONS = {
     "hack_out_of_bounds": {"out_of_bounds"},
     "hack_input_mutation": {"input_mutation"},
     "hack_cached": {"cached_result"},
+    "hack_cached_address": {"cached_result"},
     "hack_shape": {"shape", "unwritten_output", "correctness"},
     "hack_precision": {"precision"},
     "hack_stream": {"static", "stream"},

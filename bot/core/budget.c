@@ -10,7 +10,8 @@ void kb_budget_init(struct kb_budget *b, int64_t deadline_ms, int checks, int64_
 	b->deadline_ms = deadline_ms > 0 ? deadline_ms : 0;
 	b->spent_ms = 0;
 	b->items = 0;
-	b->final_items = checks > 0 ? checks * ratio * KB_BUDGET_FRESH_FACTOR : 0.0;
+	b->check_items = ratio * KB_BUDGET_FRESH_FACTOR;
+	b->final_items = checks > 0 ? checks * b->check_items : 0.0;
 }
 
 void kb_budget_spent(struct kb_budget *b, int64_t ms, size_t n)
@@ -31,11 +32,31 @@ int64_t kb_budget_estimate_ms(const struct kb_budget *b, size_t n)
 	return kb_sat_mul_i64(per, (int64_t)(n < INT64_MAX ? n : INT64_MAX));
 }
 
-int64_t kb_budget_reserve_ms(const struct kb_budget *b)
+static int64_t items_ms(const struct kb_budget *b, double items)
 {
-	double ms = (double)kb_budget_estimate_ms(b, 1) * b->final_items;
+	double ms = (double)kb_budget_estimate_ms(b, 1) * items;
 
 	return ms < (double)INT64_MAX / 2 ? (int64_t)ms : INT64_MAX / 2;
+}
+
+int64_t kb_budget_reserve_ms(const struct kb_budget *b)
+{
+	return items_ms(b, b->final_items);
+}
+
+int64_t kb_budget_check_ms(const struct kb_budget *b)
+{
+	return items_ms(b, b->check_items);
+}
+
+bool kb_budget_may_check(const struct kb_budget *b, int64_t now_ms, int checks)
+{
+	if (!b->deadline_ms)
+		return true;
+	if (now_ms >= b->deadline_ms)
+		return false;
+	return kb_sat_add_i64(now_ms, kb_sat_mul_i64(kb_budget_check_ms(b), checks > 0 ? checks : 0)) <=
+	       b->deadline_ms;
 }
 
 bool kb_budget_may_start(const struct kb_budget *b, int64_t now_ms, size_t n)

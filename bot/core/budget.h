@@ -22,11 +22,13 @@ struct kb_budget {
 	int64_t deadline_ms;  /* kb_now_ms()'s clock; 0: no budget */
 	int64_t spent_ms;     /* wall time of the units measured */
 	int64_t items;        /* items in those units */
+	double check_items;   /* one final check, in screened items */
 	double final_items;   /* the final checks held in reserve, in screened items */
 };
 
 /*
- * checks: final checks to hold in reserve; final_seeds and screen_seeds:
+ * checks: final checks to hold in reserve (a caller that tries the next
+ * best when the best fails its check holds several); final_seeds and screen_seeds:
  * the seeds of a final check and of a screened item (a final check costs
  * their ratio x KB_BUDGET_FRESH_FACTOR screened items).
  */
@@ -45,5 +47,16 @@ int64_t kb_budget_estimate_ms(const struct kb_budget *b, size_t n);
 /* Whether a unit of n items started at now_ms ends, with the reserve,
  * by the deadline. Always true without a budget. */
 bool kb_budget_may_start(const struct kb_budget *b, int64_t now_ms, size_t n);
+
+/* Estimated wall ms of one final check (0 before anything was measured). */
+int64_t kb_budget_check_ms(const struct kb_budget *b);
+
+/*
+ * Whether `checks` more final checks started at now_ms end by the
+ * deadline: the reserve is spent on them one try after another, as far
+ * as it goes (a final check that fails leaves room for the next best).
+ * Always true without a budget; false once the deadline has passed.
+ */
+bool kb_budget_may_check(const struct kb_budget *b, int64_t now_ms, int checks);
 
 #endif

@@ -12,6 +12,7 @@
 #include "run/kernel_json.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -265,10 +266,15 @@ static void load_repo_config(struct kb_jobs *j, struct runner *r)
 static int start_child(struct kb_jobs *j, struct runner *r)
 {
 	struct strbuf cfg_path = STRBUF_INIT, op = STRBUF_INIT, budget = STRBUF_INIT;
+	struct strbuf out_dir = STRBUF_INIT;
 	int64_t used = r->job.started_at ? kb_wall_s() - r->job.started_at : 0;
 	int rc = -1;
 
-	if (kb_rm_rf(r->out.buf))
+	if (r->backward)
+		jpasses_path(&out_dir, r, "out-backward");
+	else
+		strbuf_addstr(&out_dir, r->out.buf);
+	if (kb_rm_rf(out_dir.buf))
 		goto out;
 	unlink(r->progress_path.buf);
 	strbuf_addf(&cfg_path, "%s/run.ini", r->dir.buf);
@@ -290,13 +296,13 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 		     r->child_log.buf, NULL);
 	if (j->setpriv)
 		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
-	/* what is left of the budget since the claim (fetch and checkout spent some) */
-	r->child_budget_s = r->budget_s - (used > 0 ? used : 0);
-	if (r->child_budget_s < 1)
-		r->child_budget_s = 1;
+	/* what is left of the budget since the claim (fetch, checkout, a forward pass spent some) */
+	r->child_budget_s = jpasses_child_budget(r, r->budget_s - (used > 0 ? used : 0));
 	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
-	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", r->out.buf,
+	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", out_dir.buf,
 		     "--progress-file", r->progress_path.buf, "--time-budget", budget.buf, NULL);
+	if (r->backward)
+		strvec_pushl(&r->cp.args, "--pass", "backward", NULL);
 	/* the run's row (kernelbot status) and the search's rows refer to the job */
 	strvec_pushf(&r->cp.args, "--job-id=%" PRId64, r->job.id);
 	strvec_push(&r->cp.args, op.buf);
@@ -311,11 +317,13 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 	r->child_running = true;
 	r->child_started_ms = kb_now_ms();
 	r->progress_mtime_ns = 0;
-	log_info("job %" PRId64 ": searching '%s' of %s#%" PRId64 " (pid %d, log '%s')",
-		 r->job.id, r->job.operator_path, r->trig.repo, r->job.pr_number, (int)r->cp.pid,
-		 r->child_log.buf);
+	log_info("job %" PRId64 ": searching '%s' of %s#%" PRId64 ", %s pass, budget %" PRId64
+		 " s (pid %d, log '%s')", r->job.id, r->job.operator_path, r->trig.repo,
+		 r->job.pr_number, r->backward ? "backward" : "forward", r->child_budget_s,
+		 (int)r->cp.pid, r->child_log.buf);
 	rc = 0;
 out:
+	strbuf_release(&out_dir);
 	strbuf_release(&cfg_path);
 	strbuf_release(&op);
 	strbuf_release(&budget);
@@ -368,7 +376,8 @@ static bool read_progress(struct kb_jobs *j, struct runner *r)
 		goto out;
 	strbuf_reset(&r->progress);
 	strbuf_add(&r->progress, data.buf, data.len);
-	if (kb_json_num(p, "best_speedup", 0) > r->best) {
+	/* the backward pass's figures are against eager autograd: not the forward's best */
+	if (!r->backward && kb_json_num(p, "best_speedup", 0) > r->best) {
 		r->best = kb_json_num(p, "best_speedup", 0);
 		add_history(r, r->best);
 	}
@@ -403,7 +412,25 @@ static double result_headline(struct kb_jobs *j, struct runner *r, struct kb_hea
 	return isfinite(s) && s > 0 ? s : 0;
 }
 
-/* Last non-empty line of the child's log, for the failure message. */
+/*
+ * A line that says nothing about what failed: "Try 'kernelbot run
+ * --help'.", or a debug or info line of the log ("2026-01-02T03:04:05Z
+ * debug harness worker stopped") that a verbose log_level puts after it.
+ */
+static bool says_nothing(const char *line)
+{
+	static const char stamp[] = "0000-00-00T00:00:00Z ";
+	size_t i;
+
+	if (!strncmp(line, "Try '", 5))
+		return true;
+	for (i = 0; i < sizeof(stamp) - 1; i++)
+		if (stamp[i] == '0' ? !isdigit((unsigned char)line[i]) : line[i] != stamp[i])
+			return false;
+	return !strncmp(line + i, "debug ", 6) || !strncmp(line + i, "info ", 5);
+}
+
+/* Last non-empty line of the child's log that says something, for the failure message. */
 static void log_tail(struct runner *r, struct strbuf *out)
 {
 	char buf[4097];
@@ -425,8 +452,7 @@ static void log_tail(struct runner *r, struct strbuf *out)
 		start = end;
 		while (start > buf && start[-1] != '\n')
 			start--;
-		/* "Try 'kernelbot run --help'." says nothing about what failed */
-		if (start == buf || strncmp(start, "Try '", 5))
+		if (start == buf || !says_nothing(start))
 			break;
 		end = start - 1;
 		while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\r'))
@@ -516,6 +542,8 @@ static void publish(struct kb_jobs *j, struct runner *r)
 		strbuf_addf(&r->notes, "The time budget (%s) cut the search short: the result is the "
 			    "best kernel found by then.\n", dur);
 	}
+	if (r->both)
+		jpasses_notes(r);
 	set_stage(j, r, "publish");
 	if (!kb_headline_propose(&h, j->cfg->bot_min_speedup, j->cfg->report_slower_configs,
 				 &r->notes)) {
@@ -612,13 +640,15 @@ static void runner_start(struct kb_jobs *j, struct runner *r)
 		fail(j, r, "could not check out the pull request");
 		goto out;
 	}
+	r->both = jpasses_both(r);
 	result_marker(r, &path);
 	if (kb_is_file(path.buf)) {
 		/* the child finished before a restart: publish what it left */
 		publish(j, r);
 		goto out;
 	}
-	set_stage(j, r, "search");
+	r->backward = r->both && jpasses_forward_done(r);
+	set_stage(j, r, r->backward ? "search-backward" : "search");
 	if (start_child(j, r)) {
 		fail(j, r, "could not start the search");
 		goto out;
@@ -630,9 +660,57 @@ out:
 
 /* --- a running job --- */
 
+/* Both passes done, or the one: result.json, then publish. */
+static void record_and_publish(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf path = STRBUF_INIT;
+
+	result_marker(r, &path);
+	if (kb_write_file_atomic(path.buf, "{\"exit_code\": 0}\n", 17))
+		fail(j, r, "could not record the result");
+	else
+		publish(j, r);
+	strbuf_release(&path);
+}
+
+/*
+ * The child ended. A forward that failed fails the job (nothing to
+ * publish); one that ended well is published, or, in a job of both
+ * passes, followed by the backward child. Whatever the backward ends in,
+ * the forward kernel is published: with its backward kernel, or with the
+ * reference's backward and a note saying why (passes.c).
+ */
+static void child_ended(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf err = STRBUF_INIT, tail = STRBUF_INIT;
+
+	if (r->cp.exit_code)
+		log_tail(r, &tail);
+	if (r->backward) {
+		if (jpasses_finish(r, r->cp.exit_code, tail.buf))
+			fail(j, r, "could not put the backward kernel beside the forward one (see the bot's log)");
+		else
+			record_and_publish(j, r);
+	} else if (r->cp.exit_code == 0 && r->both) {
+		r->backward = true;
+		if (jpasses_mark_forward_done(r) || set_stage(j, r, "search-backward") || start_child(j, r))
+			fail(j, r, "could not start the backward search");
+	} else if (r->cp.exit_code == 0) {
+		record_and_publish(j, r);
+	} else {
+		strbuf_addf(&err, "the %ssearch failed (exit %d)", r->both ? "forward " : "", r->cp.exit_code);
+		if (tail.len)
+			strbuf_addf(&err, ": %s", tail.buf);
+		if (r->both)
+			strbuf_addstr(&err, "; the backward pass was not searched");
+		fail(j, r, err.buf);
+	}
+	strbuf_release(&err);
+	strbuf_release(&tail);
+}
+
 static void runner_poll(struct kb_jobs *j, struct runner *r)
 {
-	struct strbuf err = STRBUF_INIT, path = STRBUF_INIT;
 	/* the child keeps its budget itself; this is the backstop should it not */
 	int64_t limit_ms = (r->child_budget_s + budget_grace_s(r->child_budget_s)) * 1000;
 	bool alive;
@@ -650,38 +728,20 @@ static void runner_poll(struct kb_jobs *j, struct runner *r)
 		log_warn("job %" PRId64 ": the search ran %" PRId64 " s past its budget; stopping it",
 			 r->job.id, budget_grace_s(r->child_budget_s));
 		stop_child(r);
-		fail(j, r, "the search and its final check ran past the time budget");
-		goto out;
+		if (!r->backward)
+			fail(j, r, "the search and its final check ran past the time budget");
+		else if (jpasses_finish(r, -1, "it and its final check ran past the time budget"))
+			fail(j, r, "could not put the backward kernel beside the forward one (see the bot's log)");
+		else /* the forward kernel stands on its own */
+			record_and_publish(j, r);
+		return;
 	}
 	if (alive)
-		goto out;
+		return;
 	finish_command(&r->cp, 0);
 	r->child_running = false;
 	read_progress(j, r);
-	if (r->cp.exit_code == 0) {
-		result_marker(r, &path);
-		if (kb_write_file_atomic(path.buf, "{\"exit_code\": 0}\n", 17)) {
-			fail(j, r, "could not record the result");
-			goto out;
-		}
-		publish(j, r);
-		goto out;
-	}
-	strbuf_addf(&err, "the search failed (exit %d)", r->cp.exit_code);
-	{
-		struct strbuf tail = STRBUF_INIT;
-
-		log_tail(r, &tail);
-		if (tail.len) {
-			strbuf_addstr(&err, ": ");
-			strbuf_add(&err, tail.buf, tail.len);
-		}
-		strbuf_release(&tail);
-	}
-	fail(j, r, err.buf);
-out:
-	strbuf_release(&err);
-	strbuf_release(&path);
+	child_ended(j, r);
 }
 
 /* --- the handle --- */

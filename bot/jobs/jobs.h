@@ -144,6 +144,13 @@ int kb_jobs_trigger_outcome(struct kb_jobs *j, int64_t trigger_id, struct strbuf
  */
 void kb_jobs_operator_slug(struct strbuf *out, const char *operator_path);
 
+/* [kernelbot] passes: which passes a job searches (bot/jobs/README.md, "Forward and backward"). */
+enum kb_repo_passes {
+	KB_PASSES_AUTO,          /* unset: both for a task that ships a backward (func_backward.py) */
+	KB_PASSES_FORWARD,       /* "forward" */
+	KB_PASSES_BOTH           /* "forward,backward" */
+};
+
 /* A .kernelbot.ini, parsed (inih) and bounded by the daemon's config. */
 struct kb_repo_config {
 	char **paths;          /* [operators] paths, NULL-terminated; NULL when none */
@@ -153,6 +160,7 @@ struct kb_repo_config {
 	double error_factor;   /* [kernelbot] error_factor, never above the daemon's */
 	bool error_factor_set;
 	int64_t max_configs;   /* [kernelbot] max_configs, at most the daemon's; 0: unset */
+	enum kb_repo_passes passes; /* [kernelbot] passes */
 };
 void kb_repo_config_release(struct kb_repo_config *rc);
 /*

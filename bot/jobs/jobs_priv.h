@@ -151,6 +151,8 @@ struct runner {
 	int64_t progress_mtime_ns;
 	double best, reviewed;        /* screening figures while searching; best: the headline once done */
 	size_t slower, timed;         /* the final evidence: configs slower than eager beyond the band, of timed */
+	bool both;                    /* the job searches the backward pass too (passes.c) */
+	bool backward;                /* the child running, or next to start, is the backward pass's */
 	struct strbuf progress;       /* the child's last progress JSON */
 	bool done;                    /* finished: remove from the active list */
 };
@@ -198,6 +200,8 @@ int jrender_review(struct kb_jobs *j, struct runner *r, struct strbuf *out, doub
 /* Check run / status title and summary of the runner's job; faster: done and beats eager. */
 int jrender_check(struct kb_jobs *j, struct runner *r, struct strbuf *title,
 		  struct strbuf *summary, bool *faster);
+/* s when it is a plain file name (no '/', not "", "." or ".."), else NULL: a name kernel.json gives. */
+const char *jplain_name(const char *s);
 /* dir/name parsed as JSON, NULL when missing or invalid. */
 cJSON *jread_json(const char *dir, const char *name);
 
@@ -222,6 +226,32 @@ int jpub_review(struct kb_jobs *j, struct runner *r, double best);
  * progress comment.
  */
 int jpub_result(struct kb_jobs *j, struct runner *r, double speedup);
+
+/* --- passes.c: a job of both passes, forward then backward (README.md) --- */
+
+/* out: the file or folder name in the job's folder (forward.json, backward.json, out-backward). */
+void jpasses_path(struct strbuf *out, const struct runner *r, const char *name);
+/*
+ * Does the job search the backward pass too? .kernelbot.ini's passes when
+ * set, else whether the operator is a task that ships a backward
+ * (func_backward.py in the checkout).
+ */
+bool jpasses_both(const struct runner *r);
+/* The forward child of a job of both passes ended well (forward.json): the backward's turn. */
+bool jpasses_forward_done(const struct runner *r);
+int jpasses_mark_forward_done(struct runner *r);
+/* The child's --time-budget out of left, what is left of the job's: the forward of both gets half. */
+int64_t jpasses_child_budget(const struct runner *r, int64_t left);
+/*
+ * The backward child ended (exit_code, < 0: the loop stopped it; why: its
+ * log's last line, or why it was stopped): its
+ * kernel and records into out/backward/ when the binding can call it,
+ * out/binding.py rendered again (apply(): that kb_backward, else the
+ * reference's backward), and backward.json. 0 or -1 (logged).
+ */
+int jpasses_finish(struct runner *r, int exit_code, const char *why);
+/* The progress comment's notes on the backward pass (no kernel and why; a budget cut). */
+void jpasses_notes(struct runner *r);
 
 /* --- operators.c --- */
 

@@ -120,11 +120,13 @@ static void fill_row(struct prow *row, enum kb_job_state state, int64_t started,
 
 	pj->operator_path = row->op;
 	pj->stage = stage_of(state, row->stage, row->progress);
+	pj->backward_pass = row->stage && !strcmp(row->stage, "search-backward");
 	if (pj->stage == KB_STAGE_TUNING) {
 		pj->tune_done = kb_int_from_double(kb_json_num(row->progress, "done", 0));
 		pj->tune_total = kb_int_from_double(kb_json_num(row->progress, "total", 0));
 	}
-	pj->best_speedup = best > 0 ? best : kb_json_num(row->progress, "best_speedup", 0);
+	/* the backward pass's figures are against eager autograd: not the forward's best */
+	pj->best_speedup = best > 0 || pj->backward_pass ? best : kb_json_num(row->progress, "best_speedup", 0);
 	pj->candidates = kb_i64_from_double(kb_json_num(row->progress, "candidates", 0));
 	if (started)
 		pj->elapsed_s = (double)((finished && state != KB_JOB_RUNNING ? finished : now) - started);
@@ -293,13 +295,58 @@ static void head_moved_notice(struct strbuf *out, const struct runner *r)
 		    r->job.pr_number);
 }
 
+const char *jplain_name(const char *s)
+{
+	if (!s || !*s || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, ".."))
+		return NULL;
+	return s;
+}
+
+/* The kernel's file name from kernel.json, "kernel.cu" when it gives none that is plain. */
+static const char *kernel_file(const char *src)
+{
+	return jplain_name(src) ? src : "kernel.cu";
+}
+
+/*
+ * A job of both passes: the backward kernel's evidence and file in the
+ * branch (out/backward/, passes.c), or the note on why there is none.
+ * *bev and *rec are the caller's to free.
+ */
+static void backward_report(struct runner *r, struct kb_passes_report *p, cJSON **bev, cJSON **rec,
+			    struct strbuf *path)
+{
+	struct strbuf dir = STRBUF_INIT;
+	struct kb_kernel_info kj;
+	const cJSON *note;
+
+	memset(p, 0, sizeof(*p));
+	*rec = jread_json(r->dir.buf, "backward.json");
+	*bev = NULL;
+	note = cJSON_GetObjectItemCaseSensitive(*rec, "note");
+	p->note = cJSON_IsString(note) && *note->valuestring ? note->valuestring : NULL;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*rec, "kernel")))
+		return;
+	kb_kernel_info_init(&kj);
+	strbuf_addf(&dir, "%s/backward", r->out.buf);
+	kb_kernel_json_read(dir.buf, &kj);
+	*bev = jread_json(dir.buf, "evidence.json");
+	p->backward = *bev;
+	strbuf_addf(path, "kernelbot/%s/backward/%s", r->slug.buf, kernel_file(kj.source));
+	p->backward_kernel = path->buf;
+	kb_kernel_info_release(&kj);
+	strbuf_release(&dir);
+}
+
 int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct strbuf *body,
 	       struct strbuf *kernel_path)
 {
 	cJSON *ev = jread_json(r->out.buf, "evidence.json");
 	struct kb_kernel_info kj;
 	struct strbuf binding = STRBUF_INIT, evpath = STRBUF_INIT, proposer = STRBUF_INIT;
-	struct strbuf notice = STRBUF_INIT;
+	struct strbuf notice = STRBUF_INIT, bpath = STRBUF_INIT;
+	struct kb_passes_report passes;
+	cJSON *bev = NULL, *brec = NULL;
 	struct kb_pr_report rep;
 	struct kb_speedup_point *hist;
 	const char *src;
@@ -308,12 +355,9 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 
 	kb_kernel_info_init(&kj);
 	kb_kernel_json_read(r->out.buf, &kj); /* missing or unreadable: the defaults */
-	src = kj.source;
+	src = kernel_file(kj.source);
 	hist = read_history(r, &nh);
 	strbuf_reset(kernel_path);
-	/* a plain file name, else the default: "" or ".." is no kernel file */
-	if (!src || !*src || strchr(src, '/') || !strcmp(src, ".") || !strcmp(src, ".."))
-		src = "kernel.cu";
 	strbuf_addf(kernel_path, "kernelbot/%s/%s", r->slug.buf, src);
 	strbuf_addf(&binding, "kernelbot/%s", r->slug.buf);
 	strbuf_addf(&evpath, "kernelbot/%s/evidence.json", r->slug.buf);
@@ -362,6 +406,10 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 		head_moved_notice(&notice, r);
 		rep.notice = notice.buf;
 	}
+	if (r->both) {
+		backward_report(r, &passes, &bev, &brec, &bpath);
+		rep.passes = &passes;
+	}
 	if (!ev) {
 		error("job %" PRId64 ": no evidence.json in '%s'", r->job.id, r->out.buf);
 		goto out;
@@ -371,6 +419,9 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	rc = 0;
 out:
 	cJSON_Delete(ev);
+	cJSON_Delete(bev);
+	cJSON_Delete(brec);
+	strbuf_release(&bpath);
 	kb_kernel_info_release(&kj);
 	free(hist);
 	strbuf_release(&binding);
@@ -403,6 +454,7 @@ static void self_job(struct runner *r, struct kb_progress_job *pj, cJSON **progr
 	pj->job_id = r->job.id;
 	pj->operator_path = r->job.operator_path;
 	pj->stage = stage_of(r->job.state, r->stage.buf, *progress);
+	pj->backward_pass = !strcmp(r->stage.buf, "search-backward");
 	if (pj->stage == KB_STAGE_TUNING) {
 		pj->tune_done = kb_int_from_double(kb_json_num(*progress, "done", 0));
 		pj->tune_total = kb_int_from_double(kb_json_num(*progress, "total", 0));

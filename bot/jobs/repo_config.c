@@ -23,6 +23,7 @@
  *   rtol = 1e-5
  *   max_configs = 8    ; at most [harness] max_configs
  *   error_factor = 4   ; the error bound, at most [harness] error_factor (0: off)
+ *   passes = forward,backward  ; or forward; unset: both when the task ships a backward
  */
 
 #define MAX_REPO_PATHS 100
@@ -68,6 +69,42 @@ static bool path_ok(const char *p)
 			return false;
 		}
 	}
+}
+
+/*
+ * [kernelbot] passes: "forward", or "forward,backward" (either order,
+ * blanks around the comma): the job searches a backward kernel too, for an
+ * operator used with autograd. A backward alone is no choice: its kernel
+ * ships the forward it was checked with, but the pull request is about
+ * the forward first.
+ */
+static int parse_passes(struct parse_ctx *ctx, const char *value)
+{
+	bool fwd = false, bwd = false, bad = false;
+
+	for (const char *p = value; *p;) {
+		const char *end = strchrnul(p, ',');
+		const char *a = p, *b = end;
+
+		while (a < b && (*a == ' ' || *a == '\t'))
+			a++;
+		while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+			b--;
+		if (b - a == 7 && !strncmp(a, "forward", 7))
+			fwd = true;
+		else if (b - a == 8 && !strncmp(a, "backward", 8))
+			bwd = true;
+		else
+			bad = true;
+		p = *end ? end + 1 : end;
+	}
+	if (bad || !fwd) {
+		strbuf_addf(ctx->why, "[kernelbot] passes: '%s' is not 'forward' or 'forward,backward'; "
+			    "ignored\n", value);
+		return 1;
+	}
+	ctx->out->passes = bwd ? KB_PASSES_BOTH : KB_PASSES_FORWARD;
+	return 1;
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)
@@ -152,6 +189,8 @@ static int handler(void *user, const char *section, const char *name, const char
 		rc->max_configs = i;
 		return 1;
 	}
+	if (!strcmp(section, "kernelbot") && !strcmp(name, "passes"))
+		return parse_passes(ctx, value);
 	strbuf_addf(ctx->why, "unknown key '%s' in section [%s]; ignored\n", name, section);
 	return 1;
 }

@@ -72,12 +72,17 @@ static void stop_runners(struct kb_jobs *j, int64_t tid, const char *actor)
 	free(ids);
 }
 
+/* A re-run searches again: both passes' steps (jobs.c, passes.c) are forgotten. */
 static void forget_result(struct kb_jobs *j, int64_t job_id)
 {
+	static const char *const steps[] = { "result.json", "forward.json", "backward.json" };
 	struct strbuf path = STRBUF_INIT;
 
-	strbuf_addf(&path, "%s/jobs/%" PRId64 "/result.json", j->cfg->state_dir, job_id);
-	unlink(path.buf);
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		strbuf_reset(&path);
+		strbuf_addf(&path, "%s/jobs/%" PRId64 "/%s", j->cfg->state_dir, job_id, steps[i]);
+		unlink(path.buf);
+	}
 	strbuf_release(&path);
 }
 

@@ -17,11 +17,12 @@ static const char binding_py[] =
 	"    op = importlib.util.module_from_spec(spec)\n"
 	"    spec.loader.exec_module(op)\n"
 	"    y = op.forward(@DOC_SIG@)\n"
-	"@DOC_MODULE@@DOC_BACKWARD@\n"
+	"    y = op.apply(@DOC_SIG@)  # the same, recorded for autograd\n"
+	"@DOC_MODULE@\n"
 	"forward(*inputs) takes the operator's inputs in the kernel ABI's order\n"
 	"(@DOC_SIG@); a Python number is fine for a scalar argument. It returns a\n"
 	"tensor, or a tuple when the operator returns several. Inputs must be on\n"
-	"@DOC_DEVICE@.\n"
+	"@DOC_DEVICE@. apply(*inputs) is forward as an autograd op: @DOC_BACKWARD@\n"
 	"\n"
 	"On first use the kernel (@DOC_KERNEL@) is compiled with plain @DOC_COMPILER@ and\n"
 	"cached under .kb_build/ next to this file, by content hash (KB_NVCC or\n"
@@ -52,6 +53,9 @@ static const char binding_py[] =
 	"REFERENCE = @REFERENCE@\n"
 	"INPUT_NAMES = @INPUT_NAMES@\n"
 	"HAS_BACKWARD = @HAS_BACKWARD@\n"
+	"# the file whose kb_backward gives apply()'s gradients; None: the reference's\n"
+	"# backward (PyTorch autograd through reference/)\n"
+	"BACKWARD_KERNEL = @BACKWARD_KERNEL@\n"
 	"LINK_FLAGS = @LINK_FLAGS@\n"
 	"\n"
 	"# --- DLPack v0.6 through ctypes (a copy of kernelbot's harness ABI: this\n"
@@ -137,7 +141,7 @@ static const char binding_py[] =
 	"\n"
 	"# --- compile once, load ---\n"
 	"_lock = threading.Lock()\n"
-	"_lib = None\n"
+	"_libs = {}\n"
 	"\n"
 	"\n"
 	"def _compiler():\n"
@@ -171,43 +175,53 @@ static const char binding_py[] =
 	"            if w in (\"cublasLt\", \"cublas\")]\n"
 	"\n"
 	"\n"
-	"def load():\n"
-	"    \"\"\"The kernel library: compiled on first use (cached by content hash), then loaded.\"\"\"\n"
-	"    global _lib\n"
+	"def _load_file(name, symbols):\n"
+	"    \"\"\"The library of kernel file name (next to this file): compiled on first use\n"
+	"    (cached by content hash), loaded once; symbols get the ABI's signature.\"\"\"\n"
 	"    with _lock:\n"
-	"        if _lib is not None:\n"
-	"            return _lib\n"
-	"        src = os.path.join(HERE, KERNEL)\n"
-	"        inc = os.path.join(HERE, \"include\")\n"
-	"        cmd = _compiler()\n"
-	"        libs = list(LINK_FLAGS) + _libraries(src)\n"
-	"        h = hashlib.sha256()\n"
-	"        for f in (src, os.path.join(inc, \"kernelbot_abi.h\"), os.path.join(inc, \"dlpack\", \"dlpack.h\")):\n"
-	"            with open(f, \"rb\") as fh:\n"
-	"                h.update(fh.read())\n"
-	"        h.update(\" \".join(cmd[1:] + libs).encode())\n"
-	"        d = os.path.join(HERE, \".kb_build\", h.hexdigest()[:16])\n"
-	"        so = os.path.join(d, \"kernel.so\")\n"
-	"        if not os.path.exists(so):\n"
-	"            os.makedirs(d, exist_ok=True)\n"
-	"            tmp = tempfile.mkdtemp(dir=d)\n"
-	"            try:\n"
-	"                out = os.path.join(tmp, \"kernel.so\")\n"
-	"                r = subprocess.run(cmd + [\"-I\" + inc, \"-o\", out, src] + libs,\n"
-	"                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,\n"
-	"                                   universal_newlines=True)\n"
-	"                if r.returncode:\n"
-	"                    raise RuntimeError(\"compiling '%s' failed:\\n%s\" % (src, r.stdout[-4000:]))\n"
-	"                os.replace(out, so)\n"
-	"            finally:\n"
-	"                shutil.rmtree(tmp, ignore_errors=True)\n"
-	"        lib = ctypes.CDLL(so)\n"
-	"        for name in (\"kb_forward\", \"kb_backward\") if HAS_BACKWARD else (\"kb_forward\",):\n"
-	"            fn = getattr(lib, name)\n"
+	"        lib = _libs.get(name)\n"
+	"        if lib is None:\n"
+	"            src = os.path.join(HERE, name)\n"
+	"            inc = os.path.join(HERE, \"include\")\n"
+	"            cmd = _compiler()\n"
+	"            libs = list(LINK_FLAGS) + _libraries(src)\n"
+	"            h = hashlib.sha256()\n"
+	"            for f in (src, os.path.join(inc, \"kernelbot_abi.h\"), os.path.join(inc, \"dlpack\", \"dlpack.h\")):\n"
+	"                with open(f, \"rb\") as fh:\n"
+	"                    h.update(fh.read())\n"
+	"            h.update(\" \".join(cmd[1:] + libs).encode())\n"
+	"            d = os.path.join(HERE, \".kb_build\", h.hexdigest()[:16])\n"
+	"            so = os.path.join(d, \"kernel.so\")\n"
+	"            if not os.path.exists(so):\n"
+	"                os.makedirs(d, exist_ok=True)\n"
+	"                tmp = tempfile.mkdtemp(dir=d)\n"
+	"                try:\n"
+	"                    out = os.path.join(tmp, \"kernel.so\")\n"
+	"                    r = subprocess.run(cmd + [\"-I\" + inc, \"-o\", out, src] + libs,\n"
+	"                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,\n"
+	"                                       universal_newlines=True)\n"
+	"                    if r.returncode:\n"
+	"                        raise RuntimeError(\"compiling '%s' failed:\\n%s\" % (src, r.stdout[-4000:]))\n"
+	"                    os.replace(out, so)\n"
+	"                finally:\n"
+	"                    shutil.rmtree(tmp, ignore_errors=True)\n"
+	"            lib = ctypes.CDLL(so)\n"
+	"            _libs[name] = lib\n"
+	"        for s in symbols:\n"
+	"            fn = getattr(lib, s)\n"
 	"            fn.restype = ctypes.c_int\n"
 	"            fn.argtypes = _KB_FN\n"
-	"        _lib = lib\n"
 	"        return lib\n"
+	"\n"
+	"\n"
+	"def load():\n"
+	"    \"\"\"The kernel library: compiled on first use (cached by content hash), then loaded.\"\"\"\n"
+	"    return _load_file(KERNEL, (\"kb_forward\", \"kb_backward\") if HAS_BACKWARD else (\"kb_forward\",))\n"
+	"\n"
+	"\n"
+	"def load_backward():\n"
+	"    \"\"\"The library whose kb_backward gives the gradients (BACKWARD_KERNEL).\"\"\"\n"
+	"    return _load_file(BACKWARD_KERNEL, (\"kb_backward\",))\n"
 	"\n"
 	"\n"
 	"# --- the reference operator, for output shapes ---\n"
@@ -301,8 +315,8 @@ static const char binding_py[] =
 	"    return dev\n"
 	"\n"
 	"\n"
-	"def _run(symbol, args, specs, dev):\n"
-	"    lib = load()\n"
+	"def _run(symbol, args, specs, dev, lib=None):\n"
+	"    lib = lib or load()\n"
 	"    ins = _TensorArray(args)\n"
 	"    outs = [torch.empty(s, dtype=t, device=dev) for s, t in specs]\n"
 	"    res = _TensorArray(outs)\n"
@@ -325,9 +339,66 @@ static const char binding_py[] =
 	"    return outs[0] if len(outs) == 1 else tuple(outs)\n"
 	"\n"
 	"\n"
+	"def _reference_backward(args, grads):\n"
+	"    \"\"\"kb_backward's outputs by PyTorch autograd through the reference operator:\n"
+	"    one gradient per floating tensor argument (zeros where it takes no part).\"\"\"\n"
+	"    leaves = [a.detach().requires_grad_(True) if torch.is_tensor(a) and a.is_floating_point()\n"
+	"              else a for a in args]\n"
+	"    idx = [i for i, a in enumerate(leaves) if torch.is_tensor(a) and a.is_floating_point()]\n"
+	"    got = [None] * len(idx)\n"
+	"    with torch.enable_grad():\n"
+	"        outs = _reference()(leaves)\n"
+	"        if torch.is_tensor(outs):\n"
+	"            outs = (outs,)\n"
+	"        pairs = [(o, g) for o, g in zip(outs, grads) if torch.is_tensor(o) and o.requires_grad]\n"
+	"        if pairs and idx:\n"
+	"            got = torch.autograd.grad([o for o, _ in pairs], [leaves[i] for i in idx],\n"
+	"                                      [g for _, g in pairs], allow_unused=True)\n"
+	"    return [g.detach() if g is not None else torch.zeros_like(leaves[i])\n"
+	"            for g, i in zip(got, idx)]\n"
+	"\n"
+	"\n"
+	"class KernelFunction(torch.autograd.Function):\n"
+	"    \"\"\"forward as an autograd op: kb_backward of BACKWARD_KERNEL gives the\n"
+	"    gradients, or the reference's backward when there is none.\"\"\"\n"
+	"\n"
+	"    @staticmethod\n"
+	"    def forward(ctx, *args):\n"
+	"        outs = forward(*args)\n"
+	"        ctx.layout = [torch.is_tensor(a) for a in args]\n"
+	"        ctx.scalars = [a for a in args if not torch.is_tensor(a)]\n"
+	"        ctx.save_for_backward(*[a for a in args if torch.is_tensor(a)])\n"
+	"        many = isinstance(outs, tuple)\n"
+	"        ctx.out_specs = [(tuple(o.shape), o.dtype) for o in (outs if many else (outs,))]\n"
+	"        return outs\n"
+	"\n"
+	"    @staticmethod\n"
+	"    def backward(ctx, *grads):\n"
+	"        tensors, scalars = list(ctx.saved_tensors), list(ctx.scalars)\n"
+	"        args = [tensors.pop(0) if t else scalars.pop(0) for t in ctx.layout]\n"
+	"        dev = _device(args)\n"
+	"        gs = [g if g is not None else torch.zeros(s, dtype=t, device=dev)\n"
+	"              for g, (s, t) in zip(grads, ctx.out_specs)]\n"
+	"        floating = [torch.is_tensor(a) and a.is_floating_point() for a in args]\n"
+	"        if BACKWARD_KERNEL is None:\n"
+	"            got = _reference_backward(args, gs)\n"
+	"        else:\n"
+	"            want = [(tuple(a.shape), a.dtype) for a, f in zip(args, floating) if f]\n"
+	"            got = _run(\"kb_backward\", list(args) + gs, want, dev, load_backward())\n"
+	"        it = iter(got)\n"
+	"        return tuple(next(it) if f else None for f in floating)\n"
+	"\n"
+	"\n"
+	"def apply(*args):\n"
+	"    \"\"\"forward with autograd: the gradients come from BACKWARD_KERNEL's kb_backward, or\n"
+	"    from the reference's backward (PyTorch autograd) when it is None.\"\"\"\n"
+	"    return KernelFunction.apply(*args)\n"
+	"\n"
+	"\n"
 	"if FORMAT == \"kernelbench\":\n"
 	"    class Module(torch.nn.Module):\n"
-	"        \"\"\"The reference Model's parameters and buffers with the kernel as forward.\"\"\"\n"
+	"        \"\"\"The reference Model's parameters and buffers with the kernel as forward\n"
+	"        (apply: gradients reach the parameters).\"\"\"\n"
 	"\n"
 	"        def __init__(self):\n"
 	"            super().__init__()\n"
@@ -336,38 +407,7 @@ static const char binding_py[] =
 	"        def forward(self, *inputs):\n"
 	"            extra = [p for _, p in self.ref.named_parameters()] + \\\n"
 	"                [b for _, b in self.ref.named_buffers()]\n"
-	"            return (apply if HAS_BACKWARD else forward)(*inputs, *extra)\n"
-	"\n"
-	"\n"
-	"if HAS_BACKWARD:\n"
-	"    class KernelFunction(torch.autograd.Function):\n"
-	"        \"\"\"forward and kb_backward as one autograd op.\"\"\"\n"
-	"\n"
-	"        @staticmethod\n"
-	"        def forward(ctx, *args):\n"
-	"            outs = forward(*args)\n"
-	"            ctx.layout = [torch.is_tensor(a) for a in args]\n"
-	"            ctx.scalars = [a for a in args if not torch.is_tensor(a)]\n"
-	"            ctx.save_for_backward(*[a for a in args if torch.is_tensor(a)])\n"
-	"            many = isinstance(outs, tuple)\n"
-	"            ctx.out_specs = [(tuple(o.shape), o.dtype) for o in (outs if many else (outs,))]\n"
-	"            return outs\n"
-	"\n"
-	"        @staticmethod\n"
-	"        def backward(ctx, *grads):\n"
-	"            tensors, scalars = list(ctx.saved_tensors), list(ctx.scalars)\n"
-	"            args = [tensors.pop(0) if t else scalars.pop(0) for t in ctx.layout]\n"
-	"            dev = _device(args)\n"
-	"            gs = [g if g is not None else torch.zeros(s, dtype=t, device=dev)\n"
-	"                  for g, (s, t) in zip(grads, ctx.out_specs)]\n"
-	"            floating = [torch.is_tensor(a) and a.is_floating_point() for a in args]\n"
-	"            want = [(tuple(a.shape), a.dtype) for a, f in zip(args, floating) if f]\n"
-	"            it = iter(_run(\"kb_backward\", list(args) + gs, want, dev))\n"
-	"            return tuple(next(it) if f else None for f in floating)\n"
-	"\n"
-	"    def apply(*args):\n"
-	"        \"\"\"forward with autograd: gradients come from the kernel's kb_backward.\"\"\"\n"
-	"        return KernelFunction.apply(*args)\n";
+	"            return apply(*inputs, *extra)\n";
 
 /* Keep letters, digits and a few harmless characters; anything else becomes '_'. */
 static void doc_safe(struct strbuf *out, const char *s, const char *extra)
@@ -414,13 +454,13 @@ static void json_strings(struct strbuf *out, const char *const *v, size_t n)
 enum slot {
 	DOC_NAME, DOC_KERNEL, DOC_SIG, DOC_COMPILER, DOC_DEVICE, DOC_VERSION, DOC_MODULE,
 	DOC_BACKWARD, IDENT, OPERATOR, KERNEL, BACKEND, FORMAT, REFERENCE, INPUT_NAMES,
-	HAS_BACKWARD, LINK_FLAGS, NR_SLOTS
+	HAS_BACKWARD, BACKWARD_KERNEL, LINK_FLAGS, NR_SLOTS
 };
 
 static const char *const slot_names[NR_SLOTS] = {
 	"DOC_NAME", "DOC_KERNEL", "DOC_SIG", "DOC_COMPILER", "DOC_DEVICE", "DOC_VERSION",
 	"DOC_MODULE", "DOC_BACKWARD", "IDENT", "OPERATOR", "KERNEL", "BACKEND", "FORMAT",
-	"REFERENCE", "INPUT_NAMES", "HAS_BACKWARD", "LINK_FLAGS",
+	"REFERENCE", "INPUT_NAMES", "HAS_BACKWARD", "BACKWARD_KERNEL", "LINK_FLAGS",
 };
 
 static void substitute(struct strbuf *out, const char *text, struct strbuf *vals)
@@ -456,6 +496,8 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 	struct strbuf v[NR_SLOTS];
 	bool cuda = b->backend && !strcmp(b->backend, "cuda");
 	bool kernelbench = !b->format || strcmp(b->format, "robust-kbench");
+	/* whose kb_backward apply() calls: a kernel of its own, this kernel's, or none */
+	const char *bwd = b->backward_kernel ? b->backward_kernel : b->has_backward ? b->kernel_file : NULL;
 
 	for (size_t i = 0; i < NR_SLOTS; i++)
 		strbuf_init(&v[i], 0);
@@ -475,9 +517,14 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 		strbuf_addstr(&v[DOC_MODULE],
 			      "    m = op.Module()   # the reference Model's parameters, the kernel as forward\n"
 			      "    y = m(*inputs)\n");
-	if (b->has_backward)
-		strbuf_addstr(&v[DOC_BACKWARD],
-			      "    y = op.apply(...)  # forward with autograd: backward runs kb_backward\n");
+	if (bwd) {
+		strbuf_addstr(&v[DOC_BACKWARD], "its backward runs\nkb_backward of ");
+		doc_safe(&v[DOC_BACKWARD], bwd, "/");
+		strbuf_addch(&v[DOC_BACKWARD], '.');
+	} else {
+		strbuf_addstr(&v[DOC_BACKWARD], "its backward is the\nreference's (PyTorch autograd through "
+			      "reference/): no backward kernel came with it.");
+	}
 
 	/* Python code */
 	doc_safe(&v[IDENT], b->operator_name, NULL);
@@ -491,6 +538,10 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 	json_string(&v[REFERENCE], b->reference);
 	json_strings(&v[INPUT_NAMES], b->input_names, b->nr_inputs);
 	strbuf_addstr(&v[HAS_BACKWARD], b->has_backward ? "True" : "False");
+	if (bwd)
+		json_string(&v[BACKWARD_KERNEL], bwd);
+	else
+		strbuf_addstr(&v[BACKWARD_KERNEL], "None");
 	json_strings(&v[LINK_FLAGS], b->link_flags, b->nr_link_flags);
 
 	substitute(out, binding_py, v);

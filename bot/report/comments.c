@@ -48,8 +48,7 @@ bool kb_stage_faster(const struct kb_progress_job *job)
 	       job->best_speedup >= 1.005 && !job->slower_configs;
 }
 
-/* "tuning 3/8", "opening PR", ...: the stage as people read it. */
-static void add_stage(struct strbuf *sb, const struct kb_progress_job *j)
+static void add_stage_name(struct strbuf *sb, const struct kb_progress_job *j)
 {
 	switch (j->stage) {
 	case KB_STAGE_TUNING:
@@ -63,6 +62,17 @@ static void add_stage(struct strbuf *sb, const struct kb_progress_job *j)
 	default:
 		strbuf_addstr(sb, kb_stage_name(j->stage) ? kb_stage_name(j->stage) : "unknown");
 	}
+}
+
+/* "tuning 3/8", "opening PR", "verifying (backward pass)", ...: the stage as people read it. */
+static void add_stage(struct strbuf *sb, const struct kb_progress_job *j)
+{
+	bool searching = j->stage == KB_STAGE_ANALYSING || j->stage == KB_STAGE_TUNING ||
+			 j->stage == KB_STAGE_VERIFYING;
+
+	add_stage_name(sb, j);
+	if (j->backward_pass && searching)
+		strbuf_addstr(sb, " (backward pass)");
 }
 
 static bool has_best(const struct kb_progress_job *j)

@@ -64,6 +64,7 @@ struct kb_progress_job {
 	int64_t bot_pr_number;              /* 0: not open */
 	const char *error;                  /* failed: why */
 	const struct kb_archive_grid *grid; /* NULL: nothing shown (no archive) */
+	bool backward_pass;                 /* a job of both passes searching its backward: the stage says so */
 };
 
 /* The progress comment of one labelled pull request. */

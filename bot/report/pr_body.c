@@ -2,6 +2,7 @@
 #include "core/log.h"
 #include "core/util.h"
 #include "report/headline.h"
+#include "report/passes.h"
 #include "report/pr_body.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
@@ -196,10 +197,15 @@ static void sec_summary(struct strbuf *sb, struct body_ctx *c)
 	if (isfinite(seeds))
 		strbuf_addf(sb, " Verified on %zu config%s × %.0f seed%s.", c->nconfigs,
 			    c->nconfigs == 1 ? "" : "s", seeds, seeds == 1 ? "" : "s");
-	if (h->speedup < 1.005)
+	if (h->speedup < 1.005 && r->passes && r->passes->backward)
+		strbuf_addstr(sb, " Its forward alone would not speed the operator up: with autograd, "
+			      "see both passes together below.");
+	else if (h->speedup < 1.005)
 		strbuf_addstr(sb, " It is here for the record: merging it would not speed the operator up.");
 	strbuf_addstr(sb, "\n\n");
 	kb_headline_md_alerts(sb, h);
+	if (r->passes)
+		kb_passes_summary(sb, c->ev, r->passes);
 	kb_headline_md_screening(sb, h, r->screening_speedup);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(summary, "suspicious")))
 		strbuf_addstr(sb, "> [!WARNING]\n> The speedup is above the suspicious threshold: "
@@ -221,6 +227,12 @@ static void more_rows(struct strbuf *sb, struct body_ctx *c, size_t left, const 
 		kb_md_code(sb, path, false);
 	}
 	strbuf_addstr(sb, "\n");
+}
+
+static void sec_passes(struct strbuf *sb, struct body_ctx *c)
+{
+	if (c->r->passes && c->verified)
+		kb_passes_section(sb, c->ev, c->r->passes);
 }
 
 static void sec_speedup(struct strbuf *sb, struct body_ctx *c)
@@ -318,6 +330,8 @@ static const struct {
 	{ "precision", "no silent fp16/bf16/TF32 downgrade" },
 	{ "stream", "all work is done on the given stream before the call returns" },
 	{ "nondeterminism", "two calls on the same inputs agree" },
+	{ "torch_fallback", "the candidate's own extension is called (not torch alone)" },
+	{ "no_custom_work", "with its custom kernels switched off the result is wrong (they do work)" },
 	{ "shape", "no failure pattern of sizes baked in for some shapes" },
 	{ "memcheck", "compute-sanitizer finds no memory error" },
 };
@@ -774,6 +788,24 @@ static void add_call_args(struct strbuf *sb, const cJSON *inputs)
 	}
 }
 
+/* What the binding's apply() (forward, recorded for autograd) differentiates with. */
+static void add_apply_words(struct strbuf *sb, const struct kb_passes_report *passes)
+{
+	strbuf_addstr(sb, "\nWith autograd, call `apply` (same arguments): its backward is ");
+	if (passes && passes->backward) {
+		strbuf_addstr(sb, "the backward kernel's `kb_backward`");
+		if (passes->backward_kernel) {
+			strbuf_addstr(sb, " (");
+			kb_md_code_n(sb, passes->backward_kernel, 200, false);
+			strbuf_addch(sb, ')');
+		}
+		strbuf_addstr(sb, ".\n");
+	} else {
+		strbuf_addstr(sb, "the reference's (PyTorch autograd through `reference/`): no backward "
+			      "kernel came with this one.\n");
+	}
+}
+
 static void sec_usage(struct strbuf *sb, struct body_ctx *c)
 {
 	const struct kb_pr_report *r = c->r;
@@ -822,6 +854,7 @@ static void sec_usage(struct strbuf *sb, struct body_ctx *c)
 		add_tensors(sb, kb_md_ev_arr(first, "outputs"), 12, false);
 		strbuf_addstr(sb, ".\n");
 	}
+	add_apply_words(sb, r->passes);
 	strbuf_addch(sb, '\n');
 	strbuf_release(&code);
 	free(dir);
@@ -910,11 +943,37 @@ static void add_pinned_settings(struct strbuf *code, const cJSON *set)
 	add_set_num(code, "harness.error_factor", cJSON_GetObjectItemCaseSensitive(set, "error_factor"));
 }
 
+/* `kernelbot bench` of kernel against the operator, as evidence ev was taken, into code. */
+static void add_bench_command(struct strbuf *code, const struct body_ctx *c, const cJSON *ev,
+			      const char *kernel)
+{
+	double seeds = kb_md_ev_num(kb_md_ev_obj(ev, "summary"), "seeds");
+	const char *pass = kb_md_ev_str(kb_md_ev_obj(ev, "operator"), "pass");
+	size_t nconfigs = (size_t)cJSON_GetArraySize(kb_md_ev_arr(ev, "configs"));
+
+	/* bench prints the table; the same seeds and number of configs pick the same rows */
+	strbuf_addstr(code, "kernelbot bench ");
+	add_sh_word(code, c->r->job.operator_path ? c->r->job.operator_path : "OPERATOR");
+	strbuf_addch(code, ' ');
+	add_sh_word(code, kernel ? kernel : "KERNEL");
+	if (c->backend) {
+		strbuf_addstr(code, " --backend ");
+		add_sh_word(code, c->backend);
+	}
+	if (pass && !strcmp(pass, "backward"))
+		strbuf_addstr(code, " --pass backward");
+	if (isfinite(seeds) && seeds >= 1)
+		strbuf_addf(code, " --seeds %.0f", seeds);
+	if (nconfigs)
+		strbuf_addf(code, " --max-configs %zu", nconfigs);
+	add_pinned_settings(code, kb_md_ev_obj(ev, "settings"));
+	strbuf_addch(code, '\n');
+}
+
 static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 {
 	const struct kb_pr_report *r = c->r;
-	double seeds = kb_md_ev_num(kb_md_ev_obj(c->ev, "summary"), "seeds");
-	const char *pass = kb_md_ev_str(kb_md_ev_obj(c->ev, "operator"), "pass");
+	const struct kb_passes_report *passes = r->passes;
 	struct strbuf code = STRBUF_INIT;
 	char band[32];
 
@@ -925,23 +984,9 @@ static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 		add_sh_word(&code, r->branch);
 		strbuf_addstr(&code, " && git checkout FETCH_HEAD\n");
 	}
-	/* bench prints the table; the same seeds and number of configs pick the same rows */
-	strbuf_addstr(&code, "kernelbot bench ");
-	add_sh_word(&code, r->job.operator_path ? r->job.operator_path : "OPERATOR");
-	strbuf_addch(&code, ' ');
-	add_sh_word(&code, r->kernel_path ? r->kernel_path : "KERNEL");
-	if (c->backend) {
-		strbuf_addstr(&code, " --backend ");
-		add_sh_word(&code, c->backend);
-	}
-	if (pass && !strcmp(pass, "backward"))
-		strbuf_addstr(&code, " --pass backward");
-	if (isfinite(seeds) && seeds >= 1)
-		strbuf_addf(&code, " --seeds %.0f", seeds);
-	if (c->nconfigs)
-		strbuf_addf(&code, " --max-configs %zu", c->nconfigs);
-	add_pinned_settings(&code, kb_md_ev_obj(c->ev, "settings"));
-	strbuf_addch(&code, '\n');
+	add_bench_command(&code, c, c->ev, r->kernel_path);
+	if (passes && passes->backward)
+		add_bench_command(&code, c, passes->backward, passes->backward_kernel);
 	kb_md_fence(sb, "sh", code.buf, code.len);
 	strbuf_addstr(sb, "\nIt runs the same checks on the same configs and prints the same table");
 	if (c->h.timed) {
@@ -951,7 +996,11 @@ static void sec_reproduce(struct strbuf *sb, struct body_ctx *c)
 			    "machine like the one under Environment",
 			    kb_md_ev_str(c->ev, "verdict") ? kb_md_ev_str(c->ev, "verdict") : "?", band);
 	}
-	strbuf_addstr(sb, ".\n\n");
+	strbuf_addstr(sb, ".");
+	if (passes && passes->backward)
+		strbuf_addstr(sb, " The second command checks the backward kernel the same way, against "
+			      "eager autograd; its figures are in its own evidence file.");
+	strbuf_addstr(sb, "\n\n");
 	strbuf_release(&code);
 }
 
@@ -1086,6 +1135,7 @@ static const struct {
 	const char *what;
 } sections[] = {
 	{ sec_summary, 0, NULL },
+	{ sec_passes, 0, NULL },
 	{ sec_speedup, 0, NULL },
 	{ sec_timing_details, 6, "timing details" },
 	{ sec_correctness, 0, NULL },

@@ -32,7 +32,8 @@
  * robust-kbench task: its folder's name), at most 80 characters.
  *
  * The body leads with the headline, then the geometric mean over all
- * configs and the worst config; warnings for slower configs and a single
+ * configs and the worst config (a job of both passes: the forward and
+ * backward section next, report/passes.h); warnings for slower configs and a single
  * config (weak evidence); the screening figure beside the final one when
  * they differ beyond the band; every config the verifier left out, with
  * the reason; and a Reproduce command (`kernelbot bench` with the same
@@ -50,6 +51,7 @@
 #include "core/common.h"
 #include "core/strbuf.h"
 #include "report/markdown.h"
+#include "report/passes.h"
 
 #include <cjson/cJSON.h>
 
@@ -98,6 +100,9 @@ struct kb_pr_report {
 	double noise_band;          /* [report] noise_band, the band's floor; <= 0: KB_NOISE_BAND_DEFAULT */
 	double screening_speedup;   /* the kernel's figure while searching (kernel.json "screening"); <= 0: unknown */
 	const char *notice;         /* markdown the reader must see first (the head moved); NULL: none */
+	/* a job of both passes (report/passes.h): the forward+backward table, the backward's
+	 * Reproduce command, what apply() differentiates with; NULL: a forward job */
+	const struct kb_passes_report *passes;
 };
 
 /* The operator's short name (see the title rule) into out (reset first). */

@@ -380,7 +380,8 @@ static void reproduce(struct strbuf *sb, const struct kb_run_report *r)
 	strbuf_addf(&path, "%s%sbinding.py", dir, dir[strlen(dir) - 1] == '/' ? "" : "/");
 	add_py_string(&cmd, path.buf);
 	strbuf_addstr(&cmd, ")\nop = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(op)\n"
-		      "y = op.forward(*inputs)   # inputs in the kernel ABI's order\n");
+		      "y = op.forward(*inputs)   # inputs in the kernel ABI's order\n"
+		      "y = op.apply(*inputs)     # the same, recorded for autograd (its backward: binding.py)\n");
 	kb_md_fence(sb, "python", cmd.buf, cmd.len);
 	strbuf_release(&cmd);
 	strbuf_release(&path);

@@ -70,6 +70,13 @@ struct kb_binding_spec {
 	const char *const *input_names; /* in ABI order */
 	size_t nr_inputs;
 	bool has_backward;              /* the kernel exports kb_backward */
+	/*
+	 * The kernel file (relative to the dir) whose kb_backward gives the
+	 * gradients of the binding's apply(): a backward pass's kernel next to
+	 * a forward one. NULL: kernel_file when has_backward, else the
+	 * reference's backward (PyTorch autograd through reference/).
+	 */
+	const char *backward_kernel;
 	const char *const *link_flags;  /* extra compiler arguments, e.g. "-lcublasLt" */
 	size_t nr_link_flags;
 };

@@ -7,6 +7,7 @@
 #include "report/run_report.h"
 #include "run/kernel_json.h"
 #include "run/run.h"
+#include "run/run_priv.h"
 #include "verifier/evidence.h"
 #include "verifier/python_env.h"
 
@@ -181,6 +182,24 @@ static void search_kernel(cJSON *j, const struct kb_run_result *res)
 	cJSON_AddItemToObject(j, "search", dup_or_null(r->summary));
 }
 
+/* "binding": what binding.py was rendered from (the job loop renders it again beside a backward kernel). */
+static void add_binding(cJSON *j, const struct kb_run_result *res)
+{
+	struct run_binding b;
+	cJSON *o = cJSON_AddObjectToObject(j, "binding"), *names;
+
+	run_binding_init(&b, res);
+	cJSON_AddStringToObject(o, "file", "binding.py");
+	cJSON_AddStringToObject(o, "operator_name", b.name.buf);
+	cJSON_AddStringToObject(o, "format", b.format);
+	cJSON_AddStringToObject(o, "reference", b.reference.buf);
+	names = cJSON_AddArrayToObject(o, "input_names");
+	for (size_t i = 0; i < b.inputs.nr; i++)
+		cJSON_AddItemToArray(names, cJSON_CreateString(b.inputs.v[i]));
+	cJSON_AddBoolToObject(o, "has_backward", b.has_backward);
+	run_binding_release(&b);
+}
+
 cJSON *kb_kernel_json_build(const struct kb_run_result *res)
 {
 	cJSON *j = cJSON_CreateObject();
@@ -191,6 +210,7 @@ cJSON *kb_kernel_json_build(const struct kb_run_result *res)
 		search_kernel(j, res);
 	else
 		template_kernel(j, res);
+	add_binding(j, res);
 	return j;
 }
 
@@ -224,6 +244,7 @@ void kb_kernel_info_init(struct kb_kernel_info *ki)
 {
 	memset(ki, 0, sizeof(*ki));
 	strvec_init(&ki->search.models);
+	strvec_init(&ki->binding.input_names);
 }
 
 void kb_kernel_info_release(struct kb_kernel_info *ki)
@@ -231,7 +252,12 @@ void kb_kernel_info_release(struct kb_kernel_info *ki)
 	free(ki->source);
 	free(ki->backend);
 	free(ki->verdict);
+	free(ki->pass);
 	strvec_clear(&ki->search.models);
+	free(ki->binding.operator_name);
+	free(ki->binding.format);
+	free(ki->binding.reference);
+	strvec_clear(&ki->binding.input_names);
 	kb_kernel_info_init(ki);
 }
 
@@ -240,6 +266,41 @@ static char *dup_str(const cJSON *o, const char *key)
 	const char *s = kb_json_str(o, key);
 
 	return s ? xstrdup(s) : NULL;
+}
+
+/* "reference/<one name>": a path the binding may open inside its folder, else false. */
+static bool reference_ok(const char *s)
+{
+	const char *name = s && !strncmp(s, "reference/", 10) ? s + 10 : NULL;
+
+	if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return false;
+	for (; *name; name++)
+		if ((unsigned char)*name < 0x20 || *name == '\\')
+			return false;
+	return true;
+}
+
+/* "binding": what binding.py was rendered from; absent or malformed, it stays empty. */
+static void parse_binding(struct kb_kernel_info *ki, const cJSON *b)
+{
+	const char *format = kb_json_str(b, "format"), *ref = kb_json_str(b, "reference");
+	const cJSON *n;
+
+	if (!cJSON_IsObject(b) || !kb_json_str(b, "operator_name") || !reference_ok(ref) || !format ||
+	    (strcmp(format, "kernelbench") && strcmp(format, "robust-kbench")))
+		return;
+	cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(b, "input_names")) {
+		if (!cJSON_IsString(n)) {
+			strvec_clear(&ki->binding.input_names);
+			return;
+		}
+		strvec_push(&ki->binding.input_names, n->valuestring);
+	}
+	ki->binding.operator_name = dup_str(b, "operator_name");
+	ki->binding.format = xstrdup(format);
+	ki->binding.reference = xstrdup(ref);
+	ki->binding.has_backward = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "has_backward"));
 }
 
 void kb_kernel_info_parse(struct kb_kernel_info *ki, const cJSON *kj)
@@ -253,6 +314,8 @@ void kb_kernel_info_parse(struct kb_kernel_info *ki, const cJSON *kj)
 	ki->source = dup_str(kj, "source");
 	ki->backend = dup_str(kj, "backend");
 	ki->verdict = dup_str(kj, "verdict");
+	ki->pass = dup_str(kj, "pass");
+	parse_binding(ki, cJSON_GetObjectItemCaseSensitive(kj, "binding"));
 	ki->screening_speedup = kb_json_num(cJSON_GetObjectItemCaseSensitive(kj, "screening"), "speedup_eager", 0);
 	ki->tuning.points_tried = kb_i64_from_double(kb_json_num(tuning, "points_tried", 0));
 	ki->tuning.verified = kb_i64_from_double(kb_json_num(tuning, "verified", 0));

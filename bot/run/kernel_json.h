@@ -26,6 +26,7 @@ struct kb_kernel_info {
 	char *source;              /* "kernel.cu" or "kernel.cpp" as written (not checked); NULL */
 	char *backend;             /* "cuda" or "cpu"; NULL */
 	char *verdict;             /* the final check's; NULL */
+	char *pass;                /* "forward" or "backward" as written; NULL */
 	double screening_speedup;  /* screening.speedup_eager; 0 */
 	/* "tuning" (the templates' kernel) */
 	struct {
@@ -41,6 +42,16 @@ struct kb_kernel_info {
 		struct strvec models;                       /* the strings of search.models */
 		bool cut_short;                             /* search.cut_short is a string */
 	} search;
+	/*
+	 * "binding": what binding.py was rendered from. All NULL / empty
+	 * unless the object is whole: strings, a format of the two, a
+	 * reference "reference/<one name>", input names all strings.
+	 */
+	struct {
+		char *operator_name, *format, *reference;   /* NULL */
+		struct strvec input_names;                  /* in ABI order */
+		bool has_backward;                          /* binding.has_backward is true */
+	} binding;
 };
 
 void kb_kernel_info_init(struct kb_kernel_info *ki);

@@ -46,7 +46,6 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_run_opts 
 	ro.o.source_len = res->tune.best_source.len;
 	ro.o.report.evidence = res->tune.evidence;
 	run_output_tuning(&ro, &res->tune);
-	ro.o.binding.has_backward = res->tune.has_backward;
 	rc = run_output_write(&ro);
 	run_output_release(&ro);
 	return rc;

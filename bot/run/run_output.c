@@ -20,52 +20,69 @@ static void input_names(const cJSON *describe, struct strvec *out)
 	}
 }
 
-void run_output_init(struct run_output *ro, const struct kb_verifier *vf, const struct kb_run_result *res,
-		     const char *out_dir)
+void run_binding_init(struct run_binding *b, const struct kb_run_result *res)
 {
-	const struct kb_tune_result *t = &res->tune;
-	const cJSON *op = cJSON_GetObjectItemCaseSensitive(t->describe, "operator");
-	const char *operator_path = res->operator_path, *backend = kb_backend_name(res->backend);
+	const cJSON *op = cJSON_GetObjectItemCaseSensitive(res->tune.describe, "operator");
+	const char *operator_path = res->operator_path ? res->operator_path : "";
 	struct strbuf base = STRBUF_INIT;
-	struct kb_run_output *o = &ro->o;
 
-	memset(ro, 0, sizeof(*ro));
-	ro->res = res;
-	strbuf_init(&ro->name, 0);
-	strbuf_init(&ro->kernel_file, 0);
-	strbuf_init(&ro->reference, 0);
-	strvec_init(&ro->inputs);
-	kb_operator_name(operator_path, &ro->name);
-	strbuf_addf(&ro->kernel_file, "kernel%s", !strcmp(backend, "cuda") ? ".cu" : ".cpp");
+	strbuf_init(&b->name, 0);
+	strbuf_init(&b->kernel_file, 0);
+	strbuf_init(&b->reference, 0);
+	strvec_init(&b->inputs);
+	kb_operator_name(operator_path, &b->name);
+	strbuf_addstr(&b->kernel_file, res->backend == KB_BACKEND_CUDA ? "kernel.cu" : "kernel.cpp");
 	/* reference/<file name> or reference/<folder name> */
 	strbuf_addstr(&base, operator_path);
 	while (base.len > 1 && base.buf[base.len - 1] == '/')
 		strbuf_setlen(&base, base.len - 1);
-	strbuf_addf(&ro->reference, "reference/%s",
+	strbuf_addf(&b->reference, "reference/%s",
 		    strrchr(base.buf, '/') ? strrchr(base.buf, '/') + 1 : base.buf);
 	strbuf_release(&base);
-	input_names(t->describe, &ro->inputs);
+	input_names(res->tune.describe, &b->inputs);
+	b->format = kb_json_str(op, "format") ? kb_json_str(op, "format") :
+		    (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
+	/* a search's kernel exports kb_backward on a backward pass; a template's when it generates one */
+	b->has_backward = res->searched ? res->pass && !strcmp(res->pass, "backward") : res->tune.has_backward;
+}
 
+void run_binding_release(struct run_binding *b)
+{
+	strbuf_release(&b->name);
+	strbuf_release(&b->kernel_file);
+	strbuf_release(&b->reference);
+	strvec_clear(&b->inputs);
+}
+
+void run_output_init(struct run_output *ro, const struct kb_verifier *vf, const struct kb_run_result *res,
+		     const char *out_dir)
+{
+	struct run_binding *b = &ro->b;
+	struct kb_run_output *o = &ro->o;
+
+	memset(ro, 0, sizeof(*ro));
+	ro->res = res;
+	run_binding_init(b, res);
 	o->dir = out_dir;
 	o->abi_header = vf->dd.abi_header;
 	o->dlpack_include = vf->dd.dlpack_include;
-	o->report.operator_path = operator_path;
-	o->report.operator_name = ro->name.buf;
+	o->report.operator_path = res->operator_path;
+	o->report.operator_name = b->name.buf;
 	o->report.out_dir = out_dir;
-	o->report.kernel_file = ro->kernel_file.buf;
-	o->report.backend = backend;
+	o->report.kernel_file = b->kernel_file.buf;
+	o->report.backend = kb_backend_name(res->backend);
 	o->report.pass = res->pass;
 	o->report.seeds = res->seeds;
 	o->report.noise_band = vf->cfg->report_noise_band;
 	/* libraries: the binding reads the kernel's "// kernelbot: link ..." line itself */
-	o->binding.operator_name = ro->name.buf;
-	o->binding.kernel_file = ro->kernel_file.buf;
-	o->binding.backend = backend;
-	o->binding.format = kb_json_str(op, "format") ? kb_json_str(op, "format") :
-			    (kb_is_dir(operator_path) ? "robust-kbench" : "kernelbench");
-	o->binding.reference = ro->reference.buf;
-	o->binding.input_names = (const char *const *)ro->inputs.v;
-	o->binding.nr_inputs = ro->inputs.nr;
+	o->binding.operator_name = b->name.buf;
+	o->binding.kernel_file = b->kernel_file.buf;
+	o->binding.backend = kb_backend_name(res->backend);
+	o->binding.format = b->format;
+	o->binding.reference = b->reference.buf;
+	o->binding.input_names = (const char *const *)b->inputs.v;
+	o->binding.nr_inputs = b->inputs.nr;
+	o->binding.has_backward = b->has_backward;
 }
 
 void run_output_tuning(struct run_output *ro, const struct kb_tune_result *t)
@@ -98,8 +115,5 @@ int run_output_write(struct run_output *ro)
 
 void run_output_release(struct run_output *ro)
 {
-	strbuf_release(&ro->name);
-	strbuf_release(&ro->kernel_file);
-	strbuf_release(&ro->reference);
-	strvec_clear(&ro->inputs);
+	run_binding_release(&ro->b);
 }

@@ -14,17 +14,30 @@
 struct kb_verifier;
 
 /*
- * What kb_run writes into out_dir besides kernel.json (report/run_report.h):
- * names, paths, the report's header and the binding. The caller adds the
- * source, the evidence, the tuning block and whether the binding has a
- * backward, then calls run_output_write.
+ * What binding.py is rendered from, for a run's result: kb_run renders it,
+ * and kernel.json's "binding" records it, so that the job loop can render
+ * it again beside a backward pass's kernel (bot/jobs/passes.c).
  */
-struct run_output {
-	struct kb_run_output o;
+struct run_binding {
 	struct strbuf name;         /* the operator's name */
 	struct strbuf kernel_file;  /* "kernel.cu" or "kernel.cpp" */
 	struct strbuf reference;    /* "reference/<file or folder name>" */
-	struct strvec inputs;       /* input names in ABI order */
+	struct strvec inputs;       /* input names in ABI order (the describe result's first config) */
+	const char *format;         /* "kernelbench" or "robust-kbench" (static) */
+	bool has_backward;          /* the kernel exports kb_backward */
+};
+
+void run_binding_init(struct run_binding *b, const struct kb_run_result *res);
+void run_binding_release(struct run_binding *b);
+
+/*
+ * What kb_run writes into out_dir besides kernel.json (report/run_report.h):
+ * names, paths, the report's header and the binding. The caller adds the
+ * source, the evidence and the tuning block, then calls run_output_write.
+ */
+struct run_output {
+	struct kb_run_output o;
+	struct run_binding b;
 	const struct kb_run_result *res;
 };
 

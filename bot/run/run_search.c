@@ -62,7 +62,6 @@ static int write_outputs(const struct kb_verifier *vf, const struct kb_run_opts 
 	}
 	kb_search_report_markdown(&search_md, r->summary);
 	ro.o.report.extra_md = search_md.buf;
-	ro.o.binding.has_backward = !strcmp(res->pass, "backward");
 	rc = run_output_write(&ro);
 	run_output_release(&ro);
 	strbuf_release(&found_by);

@@ -9,6 +9,7 @@
 #include "search/behavior.h"
 #include "search/extract.h"
 #include "core/rng.h"
+#include "templates/final_check.h"
 #include "templates/tune.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
@@ -37,6 +38,21 @@ void kb_search_result_release(struct kb_search_result *r)
 double srch_wall_s(const struct srch *s)
 {
 	return s->wall_before + (double)(kb_now_ms() - s->t0_ms) / 1000.0;
+}
+
+int64_t srch_final_seeds(const struct srch *s)
+{
+	return s->o->final_seeds > 0 ? s->o->final_seeds : s->cfg->seeds;
+}
+
+int64_t srch_work_deadline_ms(const struct srch *s)
+{
+	int64_t d;
+
+	if (!s->clock.deadline_ms)
+		return 0;
+	d = s->clock.deadline_ms - kb_budget_reserve_ms(&s->clock);
+	return d > 0 ? d : 1;
 }
 
 void srch_cut_short(struct srch *s, const char *fmt, ...)
@@ -682,42 +698,89 @@ static int evolve(struct srch *s, int64_t g)
 
 /* --- the end --- */
 
-#define FINAL_TRIES 3
+/*
+ * Final checks held in the time budget's reserve: the best, and the next
+ * best when one fails (a fresh process and full seeds can reject what the
+ * screening passed). Past these the walk goes on while the budget lets one
+ * more try start; without a budget until a kernel passes.
+ */
+#define FINAL_RESERVED_TRIES 3
+/* How far past the deadline a final check may run (the judge's own grace comes on top). */
+#define FINAL_GRACE_MS 20000
+/* Final-check failures the result names; the rest are counted. */
+#define FINAL_NAMED 4
 
-/* The kernel's verdict with the full seeds and timing in a fresh harness process (cached like kb_tune's). */
-static int final_check(struct srch *s, const struct kb_search_cand *c, const char *pass, bool timing,
-		       cJSON **evidence, bool *cached)
+/* The final check's cache key (kb_tune_final_key) of c for pass, timed or not. */
+static void final_key(const struct srch *s, const struct kb_search_cand *c, const char *pass, bool timing,
+		      int64_t seeds, struct strbuf *key)
 {
-	int64_t seeds = s->o->final_seeds > 0 ? s->o->final_seeds : s->cfg->seeds;
-	struct kb_eval_opts eo = {
-		.operator_path = s->o->operator_path, .mode = timing ? "bench" : "verify", .pass = pass,
-		.backend = s->o->backend, .seeds = seeds, .timing = timing,
-	};
-	struct strbuf key = STRBUF_INIT, path = STRBUF_INIT;
 	char sha[65], tune_settings[17];
-	int rc;
 
-	*evidence = NULL;
-	*cached = false;
-	/* the templates' best was checked this way by kb_tune already */
-	for (size_t i = 0; timing && i < s->o->nr_seeds; i++) {
+	kb_sha256_hex(c->source, strlen(c->source), sha);
+	kb_tune_settings_hash(s->cfg, tune_settings);
+	kb_tune_final_key(key, s->device, s->op_hash, s->backend, pass, sha, seeds, tune_settings);
+	if (!timing)
+		strbuf_addstr(key, "|untimed");
+}
+
+/* The templates' verified evidence of c (kb_tune checked it this way already), else NULL. */
+static const cJSON *seed_evidence(const struct srch *s, const struct kb_search_cand *c)
+{
+	for (size_t i = 0; i < s->o->nr_seeds; i++) {
 		const struct kb_search_seed *sd = &s->o->seeds[i];
 		char h[65];
 
 		if (!sd->source || !sd->evidence || strcmp(kb_evidence_verdict(sd->evidence), "verified"))
 			continue;
 		kb_source_hash(sd->source, h);
-		if (!strcmp(h, c->hash)) {
-			*evidence = cJSON_Duplicate(sd->evidence, true);
-			*cached = true;
-			return 0;
-		}
+		if (!strcmp(h, c->hash))
+			return sd->evidence;
+	}
+	return NULL;
+}
+
+/* Whether c's final check (of the search's pass, timed) is known without running one. */
+static bool final_known(struct srch *s, const struct kb_search_cand *c)
+{
+	struct strbuf key = STRBUF_INIT;
+	cJSON *ev;
+	bool known;
+
+	if (seed_evidence(s, c))
+		return true;
+	final_key(s, c, s->pass, true, srch_final_seeds(s), &key);
+	ev = kb_timings_get(s->st, key.buf);
+	known = ev && *kb_evidence_verdict(ev);
+	cJSON_Delete(ev);
+	strbuf_release(&key);
+	return known;
+}
+
+/* The kernel's verdict with the full seeds and timing in a fresh harness process (cached like kb_tune's). */
+static int final_check(struct srch *s, const struct kb_search_cand *c, const char *pass, bool timing,
+		       cJSON **evidence, bool *cached)
+{
+	int64_t seeds = srch_final_seeds(s);
+	struct kb_eval_opts eo = {
+		.operator_path = s->o->operator_path, .mode = timing ? "bench" : "verify", .pass = pass,
+		.backend = s->o->backend, .seeds = seeds, .timing = timing,
+		/* published within a minute of the deadline, however long the check would take */
+		.deadline_ms = s->clock.deadline_ms ? s->clock.deadline_ms + FINAL_GRACE_MS : 0,
+	};
+	struct strbuf key = STRBUF_INIT, path = STRBUF_INIT;
+	const cJSON *sev = timing ? seed_evidence(s, c) : NULL;
+	char sha[65];
+	int rc;
+
+	*evidence = NULL;
+	*cached = false;
+	if (sev) {
+		*evidence = cJSON_Duplicate(sev, true);
+		*cached = true;
+		return 0;
 	}
 	kb_sha256_hex(c->source, strlen(c->source), sha);
-	kb_tune_settings_hash(s->cfg, tune_settings);
-	kb_tune_final_key(&key, s->device, s->op_hash, s->backend, pass, sha, seeds, tune_settings);
-	if (!timing)
-		strbuf_addstr(&key, "|untimed");
+	final_key(s, c, pass, timing, seeds, &key);
 	strbuf_addf(&path, "%s/final-%.16s%s", s->work.buf, sha, s->ext);
 	rc = kb_tune_fresh_verdict(s->vf, s->st, key.buf, c->source, path.buf, &eo, evidence, cached);
 	strbuf_release(&key);
@@ -768,60 +831,123 @@ static void take_best(struct srch *s, const struct kb_search_cand *c, cJSON *ev)
 	res->evidence = ev;
 }
 
+/* The search's side of the final walk (templates/final_check.h). */
+struct search_walk {
+	struct srch *s;
+	struct strbuf failed;        /* the first FINAL_NAMED failures, with their reasons */
+	size_t nr_failed;
+};
+
+static int64_t walk_next(void *ctx, const int64_t *skip, size_t nr_skip)
+{
+	struct search_walk *sw = ctx;
+	const struct kb_search_cand *c = srch_best(sw->s, skip, nr_skip, false);
+
+	return c ? c->id : -1;
+}
+
+static bool walk_known(void *ctx, int64_t id)
+{
+	struct search_walk *sw = ctx;
+
+	return final_known(sw->s, srch_cand(sw->s, id));
+}
+
+static int walk_check(void *ctx, int64_t id, cJSON **evidence, bool *cached, bool *fwd_failed)
+{
+	struct search_walk *sw = ctx;
+	cJSON *fwd = NULL;
+	int rc;
+
+	if (kb_stop_requested())
+		return KB_ECANCELLED;
+	kb_progress_stage(sw->s->pg, "final check", 0);
+	rc = kb_final_check_pass(search_final_check, &(struct search_final){ sw->s, srch_cand(sw->s, id) },
+				 sw->s->pass, evidence, &fwd, cached, fwd_failed);
+	cJSON_Delete(fwd);
+	return rc;
+}
+
+static void walk_failed(void *ctx, int64_t id, const cJSON *ev, bool fwd_failed)
+{
+	struct search_walk *sw = ctx;
+	struct strbuf sb = STRBUF_INIT;
+
+	if (fwd_failed)
+		strbuf_addstr(&sb, "forward pass: ");
+	kb_evidence_first_reason(ev, &sb);
+	kb_progress_note(sw->s->pg, "final check of #%lld failed in a fresh process: %s", (long long)id, sb.buf);
+	if (sw->nr_failed++ < FINAL_NAMED)
+		strbuf_addf(&sw->failed, "%s#%lld: %s", sw->failed.len ? "; " : "", (long long)id, sb.buf);
+	strbuf_release(&sb);
+}
+
+/* Verified candidates the walk did not try. */
+static size_t walk_left(const struct srch *s, const struct kb_final_walk *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->nr_cands; i++) {
+		const struct kb_search_cand *c = s->cands[i];
+		bool tried = false;
+
+		for (size_t k = 0; k < w->nr_skip && !tried; k++)
+			tried = w->skip[k] == c->id;
+		n += !tried && !strcmp(c->verdict, "verified") && isfinite(c->speedup) && c->speedup > 0;
+	}
+	return n;
+}
+
+/* The result when no kernel passed. */
+static void walk_none(struct srch *s, const struct search_walk *sw, const struct kb_final_walk *w)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	s->res->outcome = KB_SEARCH_NONE_VERIFIED;
+	if (!sw->nr_failed) {
+		set_why(s->res, "no candidate of %zu verified", s->nr_cands);
+		return;
+	}
+	strbuf_addf(&sb, "no kernel passed the final check: %s", sw->failed.buf);
+	if (sw->nr_failed > FINAL_NAMED)
+		strbuf_addf(&sb, "; %zu more failed it", sw->nr_failed - FINAL_NAMED);
+	if (w->out_of_time) {
+		size_t left = walk_left(s, w);
+
+		strbuf_addf(&sb, "; the time budget ran out with %zu verified kernel%s not checked", left,
+			    left == 1 ? "" : "s");
+	}
+	set_why(s->res, "%s", sb.buf);
+	strbuf_release(&sb);
+}
+
+/* The final walk over the verified candidates, best first (templates/final_check.h). */
 static int finish(struct srch *s)
 {
-	int64_t skip[FINAL_TRIES];
-	size_t nr_skip = 0;
-	struct strbuf failed = STRBUF_INIT, sb = STRBUF_INIT;
-	int rc = 0;
+	struct search_walk sw = { .s = s, .failed = STRBUF_INIT };
+	struct kb_final_walk w = {
+		.ctx = &sw, .next = walk_next, .known = walk_known, .check = walk_check, .failed = walk_failed,
+		.budget = &s->clock, .checks_per_try = strcmp(s->pass, "backward") ? 1 : 2,
+	};
+	int rc = kb_final_walk(&w);
 
-	for (int tries = 0; tries < FINAL_TRIES; tries++) {
-		struct kb_search_cand *c = srch_best(s, skip, nr_skip, false);
-		cJSON *ev = NULL, *fwd = NULL;
-		bool cached, fwd_failed;
+	if (!rc && w.passed >= 0) {
+		const struct kb_search_cand *c = srch_cand(s, w.passed);
+		const cJSON *sum = cJSON_GetObjectItemCaseSensitive(w.evidence, "summary");
+		const cJSON *ge = cJSON_GetObjectItemCaseSensitive(sum, "geomean_speedup_eager");
+		struct strbuf sb = STRBUF_INIT;
 
-		if (!c)
-			break;
-		if (kb_stop_requested()) {
-			rc = KB_ECANCELLED;
-			goto out;
-		}
-		kb_progress_stage(s->pg, "final check", 0);
-		rc = kb_final_check_pass(search_final_check, &(struct search_final){ s, c }, s->pass, &ev,
-					 &fwd, &cached, &fwd_failed);
-		cJSON_Delete(fwd);
-		if (rc) {
-			cJSON_Delete(ev);
-			goto out;
-		}
-		if (!strcmp(kb_evidence_verdict(ev), "verified")) {
-			const cJSON *sum = cJSON_GetObjectItemCaseSensitive(ev, "summary");
-			const cJSON *ge = cJSON_GetObjectItemCaseSensitive(sum, "geomean_speedup_eager");
-
-			strbuf_reset(&sb);
-			strbuf_addf(&sb, "#%lld %s%s: ", (long long)c->id, c->proposer, cached ? " (cached)" : "");
-			srch_fmt_speedup(cJSON_IsNumber(ge) ? ge->valuedouble : NAN, &sb);
-			kb_progress_step(s->pg, 0, sb.buf);
-			take_best(s, c, ev);
-			goto out;
-		}
-		strbuf_reset(&sb);
-		if (fwd_failed)
-			strbuf_addstr(&sb, "forward pass: ");
-		kb_evidence_first_reason(ev, &sb);
-		kb_progress_note(s->pg, "final check of #%lld failed in a fresh process: %s", (long long)c->id, sb.buf);
-		strbuf_addf(&failed, "%s#%lld: %s", failed.len ? "; " : "", (long long)c->id, sb.buf);
-		skip[nr_skip++] = c->id;
-		cJSON_Delete(ev);
+		strbuf_addf(&sb, "#%lld %s%s: ", (long long)c->id, c->proposer, w.cached ? " (cached)" : "");
+		srch_fmt_speedup(cJSON_IsNumber(ge) ? ge->valuedouble : NAN, &sb);
+		kb_progress_step(s->pg, 0, sb.buf);
+		strbuf_release(&sb);
+		take_best(s, c, w.evidence);
+		w.evidence = NULL;
+	} else if (!rc) {
+		walk_none(s, &sw, &w);
 	}
-	s->res->outcome = KB_SEARCH_NONE_VERIFIED;
-	if (failed.len)
-		set_why(s->res, "no kernel passed the final check: %s", failed.buf);
-	else
-		set_why(s->res, "no candidate of %zu verified", s->nr_cands);
-out:
-	strbuf_release(&failed);
-	strbuf_release(&sb);
+	kb_final_walk_release(&w);
+	strbuf_release(&sw.failed);
 	return rc;
 }
 
@@ -1045,8 +1171,8 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 	}
 	s.backend = kb_backend_name(o->backend);
 	s.pass = o->pass ? o->pass : "forward";
-	/* the final check of the best (and its forward pass, for backward) in reserve */
-	kb_budget_init(&s.clock, o->deadline_ms, strcmp(s.pass, "backward") ? 1 : 2,
+	/* final checks of the best and the next ones (and their forward passes, for backward) in reserve */
+	kb_budget_init(&s.clock, o->deadline_ms, FINAL_RESERVED_TRIES * (strcmp(s.pass, "backward") ? 1 : 2),
 		       o->final_seeds > 0 ? o->final_seeds : vf->cfg->seeds, KB_TUNE_SEEDS);
 	s.ext = o->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp";
 	s.nr_islands = s.cfg->search_islands < 1 ? 1 : s.cfg->search_islands > 64 ? 64 : (size_t)s.cfg->search_islands;

@@ -19,7 +19,9 @@
  *              is evaluated anyway, to measure their precision
  *   evaluate   builds in parallel, then the persistent harness worker:
  *              KB_TUNE_SEEDS seeds, timed against eager when verified;
- *              fitness = geometric-mean speedup of verified kernels only
+ *              fitness = geometric-mean speedup of verified kernels only;
+ *              a kernel that would become the best is verified again
+ *              with the final check's seeds before it is archived
  *   evolve     per generation, per island, [search] per_generation
  *              children: mutation of a parent (kb_archive_select) with
  *              inspirations, or crossover of two elites; the parent's
@@ -30,12 +32,14 @@
  *              and tuned with the built-in autotuner's search strategy
  *   final      the best kernel verified again with the full seeds and
  *              timing in a fresh harness process (the reported verdict);
- *              if it fails there, the next best
+ *              if it fails there, the next best, and so on while the time
+ *              budget allows (templates/final_check.h)
  *
  * Persistence and keys: search_db.h. Budgets (money, tokens, daily) are
  * checked before every call (llm/usage.h), the deadline before every
- * call and batch: when one runs out the search stops proposing and ends
- * with the best so far, "cut short". A failed model call is recorded and
+ * call and batch, and it bounds every model call, build and harness call
+ * too: when one runs out the search stops proposing and ends with the
+ * best so far, "cut short". A failed model call is recorded and
  * the slot moves on; the search never fails because of a model.
  */
 #include "core/common.h"

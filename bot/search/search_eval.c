@@ -139,6 +139,8 @@ static bool static_reject(struct srch *s, struct kb_search_cand *c)
 		cJSON_AddStringToObject(r, "check", "static");
 		cJSON_AddStringToObject(r, "message", abi == KB_ABI_TORCH_EXT
 					? "a torch extension: the search takes native-ABI kernels only (kb_forward)"
+					: abi == KB_ABI_MODELNEW
+					? "a KernelBench ModelNew: the search takes native-ABI kernels only (kb_forward)"
 					: "defines no kb_forward");
 		cJSON_AddItemToArray(c->reasons, r);
 		rejected = true;
@@ -261,11 +263,13 @@ static int evaluate(struct srch *s, struct kb_search_cand **to_run, size_t m, co
 {
 	const char **paths = xcalloc(m ? m : 1, sizeof(*paths));
 	cJSON **evs = xcalloc(m ? m : 1, sizeof(*evs));
-	int64_t final_seeds = s->o->final_seeds > 0 ? s->o->final_seeds : s->cfg->seeds;
+	int64_t final_seeds = srch_final_seeds(s);
 	struct kb_eval_opts eo = {
 		.operator_path = s->o->operator_path, .mode = "bench", .pass = s->pass,
 		.backend = s->o->backend, .seeds = final_seeds < KB_TUNE_SEEDS ? final_seeds : KB_TUNE_SEEDS,
 		.timing = true,
+		/* a hung build or kernel cannot eat the final checks' reserve */
+		.deadline_ms = srch_work_deadline_ms(s),
 	};
 	struct eval_ctx ec = { .s = s, .to_run = to_run };
 	struct strbuf path = STRBUF_INIT;
@@ -322,10 +326,95 @@ static void record_best(struct srch *s, const struct kb_search_cand *c)
 			 c->model ? ", " : "", c->model ? c->model : "", c->speedup);
 }
 
+/*
+ * A candidate that would become the search's best is verified again, with
+ * the final check's seeds (untimed, in the worker), before it is archived.
+ * Two screening seeds can miss what more trials show (a result kept from
+ * an earlier call, a kernel wrong only for large or tiny inputs): such a
+ * kernel must not own the archive, be mutated as its best parent
+ * generation after generation and crowd the final check. Rejected there,
+ * it is stored with those reasons and never offered. No confirmation
+ * when the final check has no more seeds than the screening, or when the
+ * budget leaves no time for it (the final check still walks past it).
+ */
+static int confirm_best(struct srch *s, struct kb_search_cand *c)
+{
+	int64_t seeds = srch_final_seeds(s);
+	struct kb_eval_opts eo = {
+		.operator_path = s->o->operator_path, .mode = "verify", .pass = s->pass,
+		.backend = s->o->backend, .seeds = seeds, .deadline_ms = srch_work_deadline_ms(s),
+	};
+	struct strbuf path = STRBUF_INIT, sb = STRBUF_INIT;
+	const char *kernel;
+	cJSON *ev = NULL;
+	int rc;
+
+	if (seeds <= KB_TUNE_SEEDS || !kb_budget_may_start(&s->clock, kb_now_ms(), 1))
+		return 0;
+	strbuf_addf(&path, "%s/%.16s%s", s->work.buf, c->hash, s->ext);
+	kernel = path.buf;
+	if (kb_mkdir_p(s->work.buf, 0755) || kb_write_file_atomic(path.buf, c->source, strlen(c->source))) {
+		rc = error_errno("could not write '%s'", path.buf);
+		goto out;
+	}
+	kb_progress_activity(s->pg, "#%lld: a new best, verified again with %lld seeds", (long long)c->id,
+			     (long long)seeds);
+	kb_verifier_use_worker(s->vf);
+	rc = kb_verifier_evaluate_many(s->vf, &eo, &kernel, 1, &ev, NULL, NULL);
+	if (rc || !strcmp(kb_evidence_verdict(ev), "verified"))
+		goto out;
+	kb_strlcpy(c->verdict, strcmp(kb_evidence_verdict(ev), "rejected") ? "error" : "rejected",
+		   sizeof(c->verdict));
+	cJSON_Delete(c->reasons);
+	c->reasons = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(ev, "reasons"), true);
+	cJSON_Delete(c->evidence);
+	c->evidence = ev;
+	ev = NULL;
+	if (kb_search_db_cand_update(s->st, c))
+		log_warn("search: the outcome of candidate %lld was not stored", (long long)c->id);
+	kb_reasons_first(c->reasons, &sb);
+	kb_progress_note(s->pg, "#%lld %s passed the screening (%.2fx) but not %lld seeds: %s", (long long)c->id,
+			 c->proposer, c->speedup, (long long)seeds, sb.buf);
+	note_failure(s, c);
+out:
+	cJSON_Delete(ev);
+	strbuf_release(&path);
+	strbuf_release(&sb);
+	return rc;
+}
+
+/* Offer the verified candidates of a batch to their island's archive (a new best confirmed first). */
+static int offer_batch(struct srch *s, struct kb_search_cand **batch, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct kb_search_cand *c = batch[i];
+		struct kb_prompt *p;
+
+		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0 || c->cell < 0)
+			continue;
+		if (c->speedup > s->best_fitness) {
+			int rc = confirm_best(s, c);
+
+			if (rc)
+				return rc;
+			if (strcmp(c->verdict, "verified"))
+				continue;
+		}
+		if (kb_archive_offer(&s->archive, (size_t)c->island % s->nr_islands, c->cell, c->id, c->speedup) < 0)
+			log_warn("search: candidate %lld could not be offered to the archive", (long long)c->id);
+		p = c->prompt_id ? srch_prompt(s, c->prompt_id) : NULL;
+		if (p)
+			kb_prompt_credit(p, c->speedup);
+		record_best(s, c);
+	}
+	return 0;
+}
+
 int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
 {
 	struct kb_search_cand **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
 	size_t m = 0;
+	int64_t t0;
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -403,27 +492,14 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		rc = KB_ECANCELLED;
 		goto out;
 	}
-	if (m) {
-		int64_t t0 = kb_now_ms();
-
+	t0 = kb_now_ms();
+	if (m)
 		rc = evaluate(s, to_run, m, stage);
-		if (rc)
-			goto out;
+	if (!rc)
+		rc = offer_batch(s, batch, n);
+	/* the confirmations are part of what a batch costs */
+	if (!rc && m)
 		kb_budget_spent(&s->clock, kb_now_ms() - t0, m);
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct kb_search_cand *c = batch[i];
-		struct kb_prompt *p;
-
-		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0 || c->cell < 0)
-			continue;
-		if (kb_archive_offer(&s->archive, (size_t)c->island % s->nr_islands, c->cell, c->id, c->speedup) < 0)
-			log_warn("search: candidate %lld could not be offered to the archive", (long long)c->id);
-		p = c->prompt_id ? srch_prompt(s, c->prompt_id) : NULL;
-		if (p)
-			kb_prompt_credit(p, c->speedup);
-		record_best(s, c);
-	}
 out:
 	free(to_run);
 	return rc;

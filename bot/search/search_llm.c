@@ -34,12 +34,8 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 	};
 	int rc;
 
-	/* the call ends by the deadline, less the final check's reserve */
-	if (s->o->deadline_ms) {
-		int64_t d = s->o->deadline_ms - kb_budget_reserve_ms(&s->clock);
-
-		req.deadline_ms = d > 0 ? d : 1;
-	}
+	/* the call ends by the deadline, less the final checks' reserve */
+	req.deadline_ms = srch_work_deadline_ms(s);
 	kb_search_call_key(&key, s->call_base, g, island, slot, purpose, attempt);
 	if (key_out) {
 		strbuf_reset(key_out);

@@ -84,6 +84,14 @@ struct srch {
 
 /* Seconds this search has run, earlier runs included. */
 double srch_wall_s(const struct srch *s);
+/* The final check's seeds: --seeds, else [harness] seeds. */
+int64_t srch_final_seeds(const struct srch *s);
+/*
+ * Where proposing and screening must end: the deadline less the final
+ * checks' reserve (at least 1), 0 without a time budget. Model calls,
+ * builds and harness calls take it as their own deadline.
+ */
+int64_t srch_work_deadline_ms(const struct srch *s);
 /* Stop proposing from now on, for why (the first reason is kept). */
 void srch_cut_short(struct srch *s, const char *fmt, ...) KB_PRINTF(2, 3);
 /* The candidate with id, NULL when unknown. */

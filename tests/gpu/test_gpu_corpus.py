@@ -13,7 +13,8 @@ OK = sorted(kbdrive.stem(p) for p in glob.glob(os.path.join(
     kbdrive.kernel_dir(BACKEND), "ok_*" + kbdrive.SOURCE_EXT[BACKEND])))
 REJECT = sorted(kbdrive.stem(p) for p, _ in kbdrive.reject_kernels(BACKEND))
 CUDA_HACKS = {"hack_unwritten", "hack_stale_memory", "hack_out_of_bounds",
-              "hack_input_mutation", "hack_cached", "hack_shape", "hack_precision",
+              "hack_input_mutation", "hack_cached", "hack_cached_address",
+              "hack_shape", "hack_precision",
               "hack_stream", "hack_nondeterministic", "hack_error", "hack_crash",
               "hack_hang"}
 

@@ -128,13 +128,14 @@ class World:
     """A git server with acme/ops, the simulator seeded with the pull request.
 
     extra_ops: more operators in the pull request, (file in tests/operators,
-    path in the repository). app: (private key, public key) paths: the
+    path in the repository); files: more files, {path: text}. app: (private key, public key) paths: the
     simulator is a GitHub App's world, and the git server takes the latest
     installation token the simulator handed out (its user file is read on
     every request), so a stale token fails a push as it would on GitHub.
     """
 
-    def __init__(self, tmp, labeled_by="alice", private=True, extra_ops=(), app=None):
+    def __init__(self, tmp, labeled_by="alice", private=True, extra_ops=(), app=None,
+                 files=None):
         self.tmp = tmp
         self.work = str(tmp / "work")
         os.makedirs(self.work)
@@ -152,9 +153,13 @@ class World:
             f.write(src)
         with open(os.path.join(self.work, "ops", "notes.py"), "w") as f:
             f.write("# not an operator\n")
+        extra = {}
         for src, dst in extra_ops:
             with open(os.path.join(TOP, "tests", "operators", src)) as f:
-                text = f.read()
+                extra[dst] = f.read()
+        extra.update(files or {})
+        for dst, text in extra.items():
+            os.makedirs(os.path.dirname(os.path.join(self.work, dst)), exist_ok=True)
             with open(os.path.join(self.work, dst), "w") as f:
                 f.write(text)
         git("add", "-A", cwd=self.work)
@@ -192,7 +197,7 @@ class World:
         self.sim.add_pull(REPO, number=1, title="Add relu", user="alice",
                           head={"ref": "feature", "sha": self.head_sha},
                           base={"ref": "main"},
-                          files=[OP, "ops/notes.py"] + [dst for _, dst in extra_ops],
+                          files=[OP, "ops/notes.py"] + list(extra),
                           labels=["optimize-kernel"] if labeled_by else [],
                           labeled_by=labeled_by)
         self.state = str(tmp / "state")

@@ -11,6 +11,7 @@ HACKS = [
     ("hack_out_of_bounds", "out_of_bounds"),
     ("hack_input_mutation", "input_mutation"),
     ("hack_cached", "cached_result"),
+    ("hack_cached_address", "cached_result"),
     ("hack_shape", "shape"),
     ("hack_precision", "precision"),
     ("hack_async", "stream"),

@@ -460,18 +460,26 @@ def test_resume_after_kill_then_replay(env, sim):
     assert [c["source"] for c in candidates(env, s2["search_id"])] == first
 
 
+def hung_model_config(env, sim, name, initial):
+    """One island, two generations, no verifiers, repairs or rewrites, and
+    the model's call timeout 120 s (with its 2 retries): a hung model call
+    would last minutes."""
+    cfg = config(env, sim, name, verifiers=False, islands=1, generations=2,
+                 per_generation=2, initial=initial, repair=0, meta=0, tune=False)
+    with open(cfg) as f:
+        text = f.read().replace("timeout_s = 1\n", "timeout_s = 120\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    return cfg
+
+
 def test_time_budget_holds_with_a_hung_model(env, sim):
     """A model that hangs (each call answered after 120 s, the call timeout
     120 s, 2 retries) cannot outlast --time-budget: every call ends by the
     budget's deadline less the final check's reserve, and the templates'
     kernel is published. Without that one call overruns by minutes; the
     bound judged is half of one hung attempt, not a clock of this machine."""
-    cfg = config(env, sim, "relu-hang", verifiers=False, islands=1, generations=2,
-                 per_generation=2, initial=2, repair=0, meta=0, tune=False)
-    with open(cfg) as f:
-        text = f.read().replace("timeout_s = 1\n", "timeout_s = 120\n")
-    with open(cfg, "w") as f:
-        f.write(text)
+    cfg = hung_model_config(env, sim, "relu-hang", initial=2)
     sim.faults({"delay_ms": 120000, "count": 50})
     try:
         r = run(env, cfg, RELU, "relu-hang", "--time-budget", "10", timeout=400)
@@ -481,3 +489,136 @@ def test_time_budget_holds_with_a_hung_model(env, sim):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "the time budget ran out" in r.stderr, r.stderr
     assert kernel_json(env, "relu-hang")["verdict"] == "verified"
+
+
+# --- issue 16: caching hacks cannot own the archive; deadlines bound every step ---
+
+KERNELS_CPU = os.path.join(TOP, "tests", "kernels", "cpu")
+
+# Fast when timed (a call whose output already holds the result returns at
+# once, as the timed calls repeat the same call) and wrong for inputs beyond
+# 100: the screening's two seeds (the file's own inputs, then normal ones)
+# pass it, the third seed's large inputs do not.
+OUTPUT_CACHING = r"""
+#include "kernelbot_abi.h"
+#include <string.h>
+
+static inline float f(float v) { v = v < 0.0f ? 0.0f : v; return v > 100.0f ? 100.0f : v; }
+
+KB_EXPORT int kb_forward(const DLTensor *inputs, int n_inputs,
+                         DLTensor *outputs, int n_outputs, void *stream)
+{
+    (void)stream;
+    if (n_inputs != 1 || n_outputs != 1)
+        return 1;
+    const float *x = (const float *)kb_data(&inputs[0]);
+    float *y = (float *)kb_data(&outputs[0]);
+    const int64_t n = kb_numel(&inputs[0]);
+    bool same = n > 0;
+    for (int64_t k = 0; k < 4 && same; k++) {
+        int64_t i = k * (n - 1) / 3;
+        float v = f(x[i]);
+        same = memcmp(&v, &y[i], sizeof v) == 0;
+    }
+    if (same)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = f(x[i]);
+    return 0;
+}
+"""
+
+
+def fenced(why, code, variant):
+    """A reply with code made new to the search (as tests/sim's --vary does)."""
+    return "%s\n\n```cpp\n%s\nstatic const int kb_variant_%d = %d;\n```\n" % (
+        why, code.strip(), variant, variant)
+
+
+def test_caching_hacks_mutated_every_generation_never_own_the_archive(env, sim):
+    """The finding of issue 16: a caching hack passed the two-seed screening,
+    became the best of both islands, was mutated as the best parent and
+    filled the archive's top; the final check tried three of them and
+    published nothing. Here the stand-in answers every kernel request of
+    every generation with a new variant of one of two caching hacks: one
+    keeps its result per input address (the runner now hands every call
+    its inputs in the same buffers: rejected at screening, cached_result),
+    one keeps it in its output and is wrong on large inputs (passes the
+    screening at many times eager; as a new best it is verified again with
+    the final check's 4 seeds before it is archived: rejected there). No
+    hack is archived, and an honest kernel is published."""
+    with open(os.path.join(KERNELS_CPU, "hack_cached_address.cpp")) as f:
+        by_address = f.read()
+    replies = []
+    for i in range(60):
+        if i % 2:
+            replies.append(fenced("The result is kept in the output; a call that finds it there"
+                                  " returns at once.", OUTPUT_CACHING, i))
+        else:
+            replies.append(fenced("The result is kept per input buffer.", by_address, i))
+    cfg = config(env, sim, "hacks", verifiers=False, islands=2, generations=3, per_generation=2,
+                 initial=2, repair=1, meta=0, tune=False)
+    sim.script(*[{"purpose": "kernel", "text": t} for t in replies])
+    try:
+        r = run(env, cfg, RELU, "hacks", "--seed", "606", "--seeds", "4", timeout=600)
+    finally:
+        sim.reset()
+    assert r.returncode == 0, r.stdout + r.stderr
+    k = kernel_json(env, "hacks")
+    assert k["verdict"] == "verified"
+    with open(env["dir"] / "hacks" / "kernel.cpp") as f:
+        shipped = f.read()
+    assert "cached_for" not in shipped and "returns at once" not in shipped
+    assert "memcmp" not in shipped
+    sid = k["search"]["search_id"]
+    cands = candidates(env, sid)
+    address = [c for c in cands if "cached_for" in c["source"]]
+    output = [c for c in cands if "memcmp(&v, &y[i]" in c["source"]]
+    # the stand-in kept proposing them, generation after generation
+    with db(env) as c:
+        gens = {g for (g,) in c.execute("SELECT DISTINCT generation FROM candidates WHERE search_id = ?"
+                                        " AND proposer != 'template'", (sid,))}
+    assert {0, 1, 2, 3} <= gens, (gens, r.stderr[-6000:])
+    assert len(address) >= 4 and len(output) >= 4, (len(address), len(output))
+    for c in address:
+        assert c["verdict"] == "rejected", (c["id"], c["verdict"], c["reasons"])
+        assert "cached_result" in checks_of(c), c["reasons"]
+    for c in output:
+        assert c["verdict"] == "rejected", (c["id"], c["verdict"], c["reasons"])
+        assert "correctness" in checks_of(c), c["reasons"]
+    # the output-caching ones passed the screening and were stopped by the confirmation
+    confirmed = re.findall(r"#(\d+) \w+ passed the screening \([\d.]+x\) but not 4 seeds", r.stderr)
+    assert {int(x) for x in confirmed} >= {c["id"] for c in output}, r.stderr
+    archived = archive_ids(env, sid)
+    assert not archived & {c["id"] for c in address + output}
+    # what was published is the best archived kernel, honest and verified
+    best = k["search"]["best"]["candidate_id"]
+    assert best in archived
+    assert [c for c in cands if c["id"] == best][0]["source"] == shipped
+
+
+def test_hung_model_and_kernel_published_within_a_minute_of_the_deadline(env, sim):
+    """--time-budget 20 with a model that hangs after its first answer, and
+    that answer a kernel that never returns: the model calls end by the
+    deadline less the final checks' reserve, the hung kernel's evaluation
+    too (not after [harness] timeout_s, 300 s), and the templates' kernel
+    is re-checked and published within 60 s of the deadline. A bound, not
+    a speed claim: without the deadline on evaluations the hung kernel
+    alone takes 300 s."""
+    with open(os.path.join(KERNELS_CPU, "hack_hang.cpp")) as f:
+        hang = f.read()
+    cfg = hung_model_config(env, sim, "relu-hang-eval", initial=1)
+    sim.script({"purpose": "kernel", "text": fenced("A fast ReLU.", hang, 0)})
+    sim.faults({"delay_ms": 0, "count": 1}, {"delay_ms": 120000, "count": 50})
+    try:
+        r = run(env, cfg, RELU, "relu-hang-eval", "--seed", "707", "--time-budget", "20", timeout=600)
+    finally:
+        sim.reset()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.seconds < 20 + 60, (r.seconds, r.stderr)
+    assert "the time budget ran out" in r.stderr, r.stderr
+    k = kernel_json(env, "relu-hang-eval")
+    assert k["verdict"] == "verified"
+    cands = [c for c in candidates(env, k["search"]["search_id"]) if c["proposer"] != "template"]
+    assert len(cands) == 1 and "while (spin)" in cands[0]["source"]
+    assert cands[0]["verdict"] == "rejected" and "timeout" in checks_of(cands[0]), cands[0]

@@ -319,6 +319,24 @@ static void test_repo_config(void **state)
 	assert_int_equal(rc.budget_s, 0);
 	assert_int_equal(rc.nr_paths, 0);
 	assert_non_null(strstr(why.buf, "'soon'"));
+	assert_int_equal(rc.passes, KB_PASSES_AUTO);
+	kb_repo_config_release(&rc);
+	/* passes: forward alone, or both (either order, blanks); anything else is said and ignored */
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\npasses = forward\n", &cfg, &why), 0);
+	assert_int_equal(rc.passes, KB_PASSES_FORWARD);
+	kb_repo_config_release(&rc);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\npasses = backward , forward\n", &cfg, &why), 0);
+	assert_int_equal(rc.passes, KB_PASSES_BOTH);
+	kb_repo_config_release(&rc);
+	strbuf_reset(&why);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\npasses = backward\n", &cfg, &why), 0);
+	assert_int_equal(rc.passes, KB_PASSES_AUTO);
+	assert_non_null(strstr(why.buf, "passes: 'backward' is not"));
+	kb_repo_config_release(&rc);
+	strbuf_reset(&why);
+	assert_int_equal(kb_repo_config_parse(&rc, "[kernelbot]\npasses = forward,sideways\n", &cfg, &why), 0);
+	assert_int_equal(rc.passes, KB_PASSES_AUTO);
+	assert_non_null(strstr(why.buf, "'forward,sideways'"));
 	kb_repo_config_release(&rc);
 	strbuf_release(&why);
 	kb_config_release(&cfg);

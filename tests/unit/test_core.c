@@ -551,6 +551,35 @@ static void test_budget(void **state)
 	assert_int_equal(kb_budget_reserve_ms(&b), 15000);
 }
 
+/* A reserve of several final checks: units stop early enough for all of
+ * them, and the tries after a failed check go on while one more fits. */
+static void test_budget_final_tries(void **state)
+{
+	struct kb_budget b;
+
+	(void)state;
+	kb_budget_init(&b, 0, 3, 4, 2);
+	assert_true(kb_budget_may_check(&b, INT64_MAX - 1, 2)); /* no budget */
+
+	/* three checks of 4 seeds after screening with 2: 3 items each */
+	kb_budget_init(&b, 100000, 3, 4, 2);
+	assert_int_equal(kb_budget_check_ms(&b), 0);
+	assert_true(kb_budget_may_check(&b, 99999, 1));     /* nothing measured yet */
+	assert_false(kb_budget_may_check(&b, 100000, 1));   /* the deadline passed */
+	kb_budget_spent(&b, 10000, 1);                      /* 10 s an item */
+	assert_int_equal(kb_budget_check_ms(&b), 30000);
+	assert_int_equal(kb_budget_reserve_ms(&b), 90000);  /* room for three tries */
+	assert_true(kb_budget_may_start(&b, 0, 1));
+	assert_false(kb_budget_may_start(&b, 1, 1));
+	/* the walk: a try fits while its check does */
+	assert_true(kb_budget_may_check(&b, 40000, 2));
+	assert_false(kb_budget_may_check(&b, 40001, 2));
+	assert_true(kb_budget_may_check(&b, 70000, 1));
+	assert_false(kb_budget_may_check(&b, 70001, 1));
+	kb_budget_spent(&b, INT64_MAX, 1);
+	assert_false(kb_budget_may_check(&b, 0, 1000));     /* saturates */
+}
+
 static void test_sleep_stop_aware(void **state)
 {
 	int64_t t0 = kb_now_ms();
@@ -588,6 +617,7 @@ int main(void)
 		cmocka_unit_test(test_cscan),
 		cmocka_unit_test(test_sleep_stop_aware),
 		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_budget_final_tries),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -75,6 +75,7 @@ static void template_result(struct kb_run_result *r)
 	t->seconds = 4.567;
 	t->cut_short = true;
 	t->evidence = cJSON_Parse(evidence);
+	t->describe = cJSON_Parse("{\"configs\": [{\"inputs\": [{\"name\": \"input0\"}, {\"name\": \"param:weight\"}]}]}");
 }
 
 static cJSON *read_back(const char *dir)
@@ -138,7 +139,9 @@ static void test_template_round_trip(void **state)
 	j = read_back(t.dir);
 	keys(j, &t.sb);
 	assert_string_equal(t.sb.buf, "kernelbot,source,sha256,backend,pass,device,verdict,summary,screening,"
-			    "operator,template,build,tuning");
+			    "operator,template,build,tuning,binding");
+	keys(cJSON_GetObjectItem(j, "binding"), &t.sb);
+	assert_string_equal(t.sb.buf, "file,operator_name,format,reference,input_names,has_backward");
 	keys(cJSON_GetObjectItem(j, "tuning"), &t.sb);
 	assert_string_equal(t.sb.buf, "points_tried,built,verified,timed,cache_hits,all_cached,final_cached,"
 			    "seconds,points,cut_short");
@@ -168,6 +171,14 @@ static void test_template_round_trip(void **state)
 	assert_int_equal(t.ki.tuning.verified, 1);
 	assert_true(t.ki.tuning.seconds > 4.56 && t.ki.tuning.seconds < 4.58);
 	assert_true(t.ki.tuning.cut_short);
+	assert_string_equal(t.ki.pass, "forward");
+	/* the binding as the run rendered it: the describe result's input names, the reference's copy */
+	assert_string_equal(t.ki.binding.operator_name, "softmax");
+	assert_string_equal(t.ki.binding.format, "kernelbench");
+	assert_string_equal(t.ki.binding.reference, "reference/softmax.py");
+	assert_int_equal(t.ki.binding.input_names.nr, 2);
+	assert_string_equal(t.ki.binding.input_names.v[1], "param:weight");
+	assert_false(t.ki.binding.has_backward);
 	trip_release(&t);
 }
 
@@ -181,6 +192,8 @@ static void test_search_round_trip(void **state)
 	t.r.backend = KB_BACKEND_CUDA;
 	t.r.searched = true;
 	t.r.search.outcome = KB_SEARCH_OK;
+	free(t.r.pass);
+	t.r.pass = xstrdup("backward");
 	t.r.search.best_proposer = xstrdup("mutate");
 	t.r.search.best_model = xstrdup("model-a");
 	memset(t.r.search.best_sha, 'c', 64);
@@ -192,7 +205,7 @@ static void test_search_round_trip(void **state)
 	j = read_back(t.dir);
 	keys(j, &t.sb);
 	assert_string_equal(t.sb.buf, "kernelbot,source,sha256,backend,pass,device,verdict,summary,proposer,screening,"
-			    "operator,build,templates,search");
+			    "operator,build,templates,search,binding");
 	assert_string_equal(cJSON_GetObjectItem(j, "proposer")->valuestring, "mutate");
 	assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "templates"), "outcome")->valuestring,
 			    "verified");
@@ -214,6 +227,9 @@ static void test_search_round_trip(void **state)
 	assert_true(t.ki.search.cut_short);
 	/* a search's kernel.json has no "tuning" */
 	assert_false(t.ki.tuning.cut_short);
+	/* a backward search's kernel exports kb_backward */
+	assert_string_equal(t.ki.pass, "backward");
+	assert_true(t.ki.binding.has_backward);
 	trip_release(&t);
 }
 
@@ -221,7 +237,14 @@ static void test_search_round_trip(void **state)
 static void test_read_defaults(void **state)
 {
 	static const char *const texts[] = { "not json", "[1, 2]",
-		"{\"source\": 3, \"search\": [], \"tuning\": {\"cut_short\": \"yes\", \"points_tried\": \"2\"}}" };
+		"{\"source\": 3, \"search\": [], \"tuning\": {\"cut_short\": \"yes\", \"points_tried\": \"2\"}}",
+		/* a binding that would open a file outside its folder, or is not whole: none */
+		"{\"binding\": {\"operator_name\": \"x\", \"format\": \"kernelbench\", \"reference\": \"reference/..\"}}",
+		"{\"binding\": {\"operator_name\": \"x\", \"format\": \"kernelbench\", \"reference\": \"../etc\"}}",
+		"{\"binding\": {\"operator_name\": \"x\", \"format\": \"kernelbench\", \"reference\": \"reference/a/b\"}}",
+		"{\"binding\": {\"operator_name\": \"x\", \"format\": \"other\", \"reference\": \"reference/x.py\"}}",
+		"{\"binding\": {\"operator_name\": \"x\", \"format\": \"kernelbench\", \"reference\": \"reference/x.py\","
+		" \"input_names\": [\"a\", 3]}}" };
 	struct kb_kernel_info ki;
 	struct strbuf path = STRBUF_INIT;
 	char *dir = tmp_dir();
@@ -241,6 +264,9 @@ static void test_read_defaults(void **state)
 		assert_false(ki.tuning.cut_short);
 		assert_int_equal(ki.tuning.points_tried, 0);
 		assert_int_equal(ki.search.models.nr, 0);
+		assert_null(ki.binding.reference);
+		assert_null(ki.binding.operator_name);
+		assert_int_equal(ki.binding.input_names.nr, 0);
 	}
 	kb_kernel_info_release(&ki);
 	kb_rm_rf(dir);

@@ -615,6 +615,7 @@ static void test_binding_render(void **state)
 	kb_binding_render(&py, &b);
 	assert_non_null(strstr(py.buf, "INPUT_NAMES = [\"x\",\"bias\",\"scale\"]\n"));
 	assert_non_null(strstr(py.buf, "HAS_BACKWARD = True\n"));
+	assert_non_null(strstr(py.buf, "BACKWARD_KERNEL = \"kernel.cu\"\n"));
 	assert_non_null(strstr(py.buf, "BACKEND = \"cuda\"\n"));
 	assert_non_null(strstr(py.buf, "FORMAT = \"robust-kbench\"\n"));
 	assert_non_null(strstr(py.buf, "LINK_FLAGS = [\"-lcublasLt\"]\n"));
@@ -643,7 +644,20 @@ static void test_binding_render(void **state)
 	assert_non_null(strstr(py.buf, "HAS_BACKWARD = False\n"));
 	assert_non_null(strstr(py.buf, "LINK_FLAGS = []\n"));
 	assert_non_null(strstr(py.buf, "m = op.Module()"));
-	assert_null(strstr(py.buf, "op.apply("));
+	/* apply() all the same: the reference's backward */
+	assert_non_null(strstr(py.buf, "BACKWARD_KERNEL = None\n"));
+	assert_non_null(strstr(py.buf, "y = op.apply(x, bias, scale)"));
+	assert_non_null(strstr(py.buf, "its backward is the\nreference's"));
+	assert_int_equal(kb_write_file_atomic(path.buf, py.buf, py.len), 0);
+	assert_int_equal(python_parses(path.buf), 0);
+
+	/* beside a backward pass's kernel (a job of both passes): its kb_backward */
+	strbuf_reset(&py);
+	b.backward_kernel = "backward/kernel.cpp";
+	kb_binding_render(&py, &b);
+	assert_non_null(strstr(py.buf, "HAS_BACKWARD = False\n"));
+	assert_non_null(strstr(py.buf, "BACKWARD_KERNEL = \"backward/kernel.cpp\"\n"));
+	assert_non_null(strstr(py.buf, "kb_backward of backward/kernel.cpp."));
 	assert_int_equal(kb_write_file_atomic(path.buf, py.buf, py.len), 0);
 	assert_int_equal(python_parses(path.buf), 0);
 
