@@ -31,6 +31,26 @@ def test_harness_hack_rejected(hack, check):
         assert r["message"] and "check" in r and "config" in r and "seed" in r
 
 
+def _speedups(name):
+    res = run_harness(request(op("kb_relu.py"), kernel(name), mode="bench", max_configs=2,
+                              timing={"warmup": 2, "min_time_ms": 40, "max_reps": 200,
+                                      "l2_flush": True, "baselines": ["eager"]}),
+                      timeout=180).result
+    assert res["verdict"] == "verified", res["reasons"]
+    return [c["timing"]["speedup_eager"] for c in res["configs"]]
+
+
+def test_harness_output_cache_times_as_it_computes():
+    """A ReLU that returns at once when its output already holds the
+    answer passes every check (checked calls find poisoned outputs) and
+    used to time as nearly free (the timed loop reused its outputs). Its
+    speedup is now an honest ReLU's, within noise: judged against the
+    honest kernel's speedup over the same baseline (ratios, not clocks)."""
+    hack, honest = _speedups("timed_output_cache"), _speedups("ok_relu")
+    for h, o in zip(hack, honest):
+        assert h < 2.5 * o, (hack, honest)
+
+
 def test_harness_shape_only_on_other_sizes():
     res = run_harness(request(op("kb_relu.py"), kernel("hack_shape"), max_configs=6)).result
     own = res["configs"][0]

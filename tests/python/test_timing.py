@@ -185,6 +185,53 @@ def test_flush_is_at_most_a_quarter_of_the_measurement(monkeypatch):
     assert flushing_ms <= 0.5 * r["total_ms"], (flushing_ms, r["total_ms"], r["batch"])
 
 
+def _caching_fn(work):
+    """work() unless the "output" still holds its last result: a kernel
+    that returns at once when its output already holds the answer."""
+    out = {"ready": False}
+
+    def fn():
+        if not out["ready"]:
+            work()
+            out["ready"] = True
+    return fn, (lambda: out.update(ready=False))
+
+
+@pytest.mark.parametrize("flush", [False, True])
+def test_prepare_hook_runs_before_every_call_untimed(flush, monkeypatch):
+    """A fn that skips its work when its output is unchanged times as its
+    work with a prepare hook that spoils the output before every call (in
+    batches too), side by side with the honest fn; without the hook it
+    times as nearly free. The hook's own (slow) time is never timed."""
+    class QuickBuffer:
+        def fill(self, value):
+            pass
+    monkeypatch.setitem(timing._flush_buffers, "cpu", QuickBuffer())
+    work, per = _work_fn(0.2)
+    cached, spoil = _caching_fn(work)
+    preps = []
+
+    def prepare():
+        preps.append(1)
+        spoil()
+        time.sleep(0.002)    # 10 x the call: it would dominate if timed
+    r = timing.measure({"honest": work, "cached": cached}, device="cpu", warmup=2,
+                       min_time_ms=20, max_reps=40, l2_flush=flush,
+                       prepare={"cached": prepare, "honest": None})
+    ratio = r["cached"]["median_ms"] / r["honest"]["median_ms"]
+    assert 0.5 < ratio < 2.0, ratio
+    assert len(preps) == r["cached"]["reps"] + 2     # and one per warm-up call
+    cached, spoil = _caching_fn(work)
+    r = timing.measure({"honest": work, "cached": cached}, device="cpu", warmup=2,
+                       min_time_ms=20, max_reps=40, l2_flush=flush)
+    assert r["cached"]["median_ms"] < 0.2 * r["honest"]["median_ms"]
+
+
+def test_prepare_must_name_a_fn():
+    with pytest.raises(ValueError, match="prepare names no fn: b"):
+        timing.measure({"a": lambda: None}, device="cpu", prepare={"b": lambda: None})
+
+
 def test_real_cpu_flush_buffer_is_twice_the_llc_capped():
     buf = timing._cpu_flush_buffer()
     assert buf.nbytes >= min(2 * timing.cpu_llc_bytes(), timing.CPU_FLUSH_MAX_BYTES) - 8

@@ -165,6 +165,44 @@ def test_captured_graphs_hold_a_flush_before_every_call():
     assert [op for op, _ in pairs.ops] == ["flush", "kernel"] * n
 
 
+@pytest.mark.parametrize("method", ["graph", "events"])
+def test_prepare_runs_before_every_call_and_is_not_timed(method):
+    """A kernel that skips its work when its output already holds the
+    answer, with a prepare hook that spoils the output (30 us of device
+    work): every call computes, in the timed loop, in graphs and in the
+    cross-check batches, and the hook's device time is not in the figures."""
+    dev = FakeDevice()
+    state = {"fresh": True}
+
+    def kernel():
+        if state["fresh"]:
+            dev._run("mine", 4.0)
+        state["fresh"] = False
+
+    def prepare():
+        state["fresh"] = True
+        dev._run("prep", 30.0)
+    res = run(dev, {"kernel": kernel, "eager": lambda: dev.kernel(6.0)},
+              method=method, prepare={"kernel": prepare})
+    assert methods(res) == {method}
+    assert res["kernel"]["median_ms"] == pytest.approx(0.004)
+    assert res["eager"]["median_ms"] == pytest.approx(0.006)
+    assert not res["kernel"]["side_stream_suspect"]
+    # every call outside graphs (warm-up, timed, cross-check batches) came
+    # right after the hook: nothing ran twice on one output
+    ops = [op for op in dev.log if op in ("prep", "mine")]
+    assert ops and ops == ["prep", "mine"] * (len(ops) // 2)
+    if method == "graph":
+        n = res["kernel"]["batch"]
+        assert [op for op, _ in dev.graphs[1].ops] == ["prep", "flush"] * n
+        assert [op for op, _ in dev.graphs[2].ops] == ["prep", "flush", "mine"] * n
+    # without the hook the skipped work times as free
+    dev = FakeDevice()
+    state["fresh"] = True
+    res = run(dev, {"kernel": kernel, "eager": lambda: dev.kernel(6.0)}, method=method)
+    assert res["kernel"]["median_ms"] < 0.001
+
+
 def test_long_calls_use_events():
     dev = FakeDevice()
     res = run(dev, {"kernel": lambda: dev.kernel(150.0), "eager": lambda: dev.kernel(300.0)})

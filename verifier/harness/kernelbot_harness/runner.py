@@ -225,9 +225,15 @@ class Runner:
             return self.reply({"timing_error": why})
         args, grads = self._values(h, ts, "args"), self._values(h, ts, "grads")
         backward = self.pass_ == "backward"
+        prepare = None
         if self.kernel.abi == "native":
             self.caller.allocate(self._specs(h), torch.zeros(4096, dtype=torch.uint8))
-            k = self.kernel.bind(args + grads, [g.out for g in self.caller.guarded])
+            guarded = list(self.caller.guarded)
+            k = self.kernel.bind(args + grads, [g.out for g in guarded])
+            # every timed call finds its outputs poisoned, as every checked
+            # call does: one that returns early when they already hold the
+            # answer computes here too (torch-ext kernels allocate theirs)
+            prepare = lambda: [g.arm() for g in guarded]
         elif backward:
             case = _Case(h.get("has_model"))
             k = lambda: self.kernel.backward(self.task, case, args, grads)
@@ -252,7 +258,8 @@ class Runner:
                                   min_time_ms=t.get("min_time_ms", 100),
                                   max_reps=t.get("max_reps", 1000),
                                   l2_flush=t.get("l2_flush", True),
-                                  method=t.get("method", "events"))
+                                  method=t.get("method", "events"),
+                                  prepare={"kernel": prepare})
         stats = res.get("kernel")
         share = self._custom_share(mods, t, stats) if not backward else None
         self.reply({"stats": stats, "custom_share": share})

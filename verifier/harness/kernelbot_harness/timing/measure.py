@@ -27,6 +27,13 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
     "sample_ms" those figures, so that timings taken in turns can be
     merged (merge()).
     Exceptions from a fn propagate (outside a graph capture).
+    prepare: {name: zero-argument callable}, optional per fn: called before
+    every call of that fn (warm-up, timed, cross-check), never timed (cpu:
+    each call of a batch is clocked on its own; cuda: enqueued on the
+    timed stream before the flush and the start event; graph: in the
+    captured pairs and in that fn's own flush graph, subtracted). The
+    runner re-poisons a native kernel's outputs with it, so a kernel that
+    returns early when its output already holds the answer computes.
 
     cpu ("wall"): time.perf_counter_ns around each call; the cache flush
       writes a buffer of 2 x the last-level cache (read from sysfs, default
@@ -484,16 +491,14 @@ def _cpu_flush_ms(buf):
     return best
 
 
-def _cpu_batches(fns, names, warmup, flush_ms):
+def _cpu_batches(fns, names, warmup, flush_ms, prepare):
     """Calls per flush for each fn: 1 unless its warm call (the fastest of
     the warm-up's, timed) is shorter than FLUSH_SHARE_CALLS flushes; the
     warm-up calls themselves (at least one per fn) are not samples."""
     best = {n: None for n in names}
     for _ in range(max(1, warmup)):
         for name in names:
-            t0 = time.perf_counter_ns()
-            fns[name]()
-            ms = (time.perf_counter_ns() - t0) / 1e6
+            ms = _clocked_calls(fns[name], 1, prepare.get(name))
             best[name] = ms if best[name] is None else min(best[name], ms)
     out = {}
     for name in names:
@@ -510,10 +515,27 @@ def _batch_for(flush_ms, call_ms):
     return int(min(CPU_MAX_BATCH, max(1, math.ceil(FLUSH_SHARE_CALLS * flush_ms / call))))
 
 
-def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
+def _clocked_calls(fn, b, prep):
+    """Wall ms of b calls of fn; with prep, prep() before each call and
+    each call clocked on its own, so the preparation is never timed."""
+    if prep is None:
+        t0 = time.perf_counter_ns()
+        for _ in range(b):
+            fn()
+        return (time.perf_counter_ns() - t0) / 1e6
+    ns = 0
+    for _ in range(b):
+        prep()
+        t0 = time.perf_counter_ns()
+        fn()
+        ns += time.perf_counter_ns() - t0
+    return ns / 1e6
+
+
+def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush, prepare):
     buf = _cpu_flush_buffer() if l2_flush else None
     flush_ms = _cpu_flush_ms(buf) if buf is not None else None
-    batch = _cpu_batches(fns, names, warmup, flush_ms)
+    batch = _cpu_batches(fns, names, warmup, flush_ms, prepare)
     samples = {n: [] for n in names}
     totals = {n: 0.0 for n in names}
     calls = {n: 0 for n in names}
@@ -523,11 +545,7 @@ def _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush):
             fn, b = fns[name], batch[name]
             if buf is not None:
                 buf.fill(float(reps))
-            t0 = time.perf_counter_ns()
-            for _ in range(b):
-                fn()
-            t1 = time.perf_counter_ns()
-            ms = (t1 - t0) / 1e6
+            ms = _clocked_calls(fn, b, prepare.get(name))
             samples[name].append(ms / b)
             totals[name] += ms
             calls[name] += b
@@ -714,8 +732,10 @@ class _EventTimer:
     cross-check calls that every method shares. Each step is one repetition
     of every fn, in an order rotated by the repetition number."""
 
-    def __init__(self, dev, fns, names, lead_us, sync_latency_ms, flush_us=0.0):
+    def __init__(self, dev, fns, names, lead_us, sync_latency_ms, flush_us=0.0,
+                 prepare=None):
         self.dev, self.fns, self.names = dev, fns, names
+        self.prepare = prepare or {}
         self.lead_us = lead_us
         self.flush_us = flush_us
         self.starved = {n: 0 for n in names}
@@ -747,10 +767,19 @@ class _EventTimer:
                 self.tails[name], self.null_tails[name] = [], []
                 self.enqueue[name], self.lag[name] = [], []
 
-    def _lead(self, name, spin=True):
+    def _lead(self, name, spin=True, prep=True):
+        # the fn's preparation is enqueued first: the flush then evicts
+        # what it wrote, and both end before the start event
+        if prep:
+            self._prep(name)
         self.dev.flush()
         if spin:
             self.dev.spin_us(self.lead_us[name])
+
+    def _prep(self, name):
+        prep = self.prepare.get(name)
+        if prep is not None:
+            prep()
 
     def step(self):
         dev = self.dev
@@ -802,17 +831,24 @@ class _EventTimer:
         unseen."""
         dev = self.dev
         k = self.tail_batch[name]
-        self._lead(name, spin=False)
+        self._lead(name, spin=False, prep=not null)
         dev.sync()
         start, end = dev.event(), dev.event()
         dev.record(start)
         t0 = time.perf_counter()
+        prep_s = 0.0
         if null:
             med = _median(self.samples[name]) if self.samples[name] else None
             dev.spin_us(k * med * 1e3 if med else NULL_SPIN_US)
         else:
-            fn = self.fns[name]
-            for _ in range(k):
+            fn, prep = self.fns[name], self.prepare.get(name)
+            for i in range(k):
+                if prep is not None and i > 0:
+                    # each call of the batch on fresh outputs; the
+                    # preparation's host time is not the fn's launch cost
+                    t_p = time.perf_counter()
+                    prep()
+                    prep_s += time.perf_counter() - t_p
                 fn()
         t1 = time.perf_counter()
         dev.record(end)
@@ -824,7 +860,7 @@ class _EventTimer:
             self.null_samples[name].append((t2 - t0) * 1e3)
             self.null_tails[name].append((t2 - te) * 1e3)
         else:
-            self.host_samples[name].append((t1 - t0) * 1e3 / k)
+            self.host_samples[name].append((t1 - t0 - prep_s) * 1e3 / k)
             self.sync_samples[name].append((t2 - t0) * 1e3)
             self.tails[name].append((t2 - te) * 1e3)
             self.enqueue[name].append((t1 - t0) * 1e3)
@@ -958,7 +994,8 @@ def graph_batch(shortest_ms, max_reps):
 _FLUSH = object()   # key of the flushes-only graph
 
 
-def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target):
+def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target,
+                   prepare=None):
     """The "graph" method: per fn a CUDA graph of n (L2 flush, call) pairs
     and one graph of n flushes alone, replayed in rotated order each round,
     each replay between two events. A round gives every fn one sample,
@@ -967,26 +1004,40 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
     measured call time) after GRAPH_MIN_ROUNDS, or max_reps calls.
     Returns (per-fn stats, None) or (None, why it fell back)."""
     n = graph_batch(min(v for v in est_ms.values() if v is not None), max_reps)
+    prepare = prepare or {}
     graphs = {}
     current = "flushes"
 
     def pairs(fn, name):
+        prep = prepare.get(name)
+
         def body():
             for _ in range(n):
+                if prep is not None:
+                    prep()
                 dev.flush()
                 if _bad_rc(fn()):
                     raise CaptureError("'%s' returned non-zero under capture" % name)
         return body
 
-    def flushes():
-        for _ in range(n):
-            dev.flush()
+    def flushes(prep=None):
+        def body():
+            for _ in range(n):
+                if prep is not None:
+                    prep()
+                dev.flush()
+        return body
 
+    # a fn with a preparation is measured against (preparation, flush)
+    # pairs: its sample is its calls alone
+    base = {name: (_FLUSH, name) if name in prepare else _FLUSH for name in names}
     try:
         try:
-            graphs[_FLUSH] = dev.capture(flushes)
+            graphs[_FLUSH] = dev.capture(flushes())
             for name in names:
                 current = name
+                if name in prepare:
+                    graphs[base[name]] = dev.capture(flushes(prepare[name]))
                 graphs[name] = dev.capture(pairs(fns[name], name))
         except CaptureError as e:
             return None, "graph capture of '%s' failed (%s): timed per call" % (current, e)
@@ -1010,7 +1061,7 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
             dev.sync()
             return dev.elapsed_ms(start, end)
 
-        keys = [_FLUSH] + list(names)
+        keys = list(graphs)
         samples = {name: [] for name in names}
         flush_samples = []
         rounds = 0
@@ -1020,10 +1071,10 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
             for key in order:
                 t[key] = timed(graphs[key])
             for name in names:
-                samples[name].append((t[name] - t[_FLUSH]) / n)
+                samples[name].append((t[name] - t[base[name]]) / n)
             flush_samples.append(t[_FLUSH] / n)
             if rounds % SYNC_EVERY == 0:
-                ev.sync_check([k for k in order if k is not _FLUSH])
+                ev.sync_check([k for k in order if k in samples])
             rounds += 1
             if (rounds + 1) * n > max_reps:
                 break
@@ -1056,7 +1107,7 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
 
 
 def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
-                    method="auto", ci_target=None, graph_below_ms=None):
+                    method="auto", ci_target=None, graph_below_ms=None, prepare=None):
     """measure() on a CUDA device (dev: TorchCuda or a stand-in)."""
     ci_target = CI_TARGET if ci_target is None else float(ci_target)
     graph_below_ms = GRAPH_BELOW_MS if graph_below_ms is None else float(graph_below_ms)
@@ -1066,6 +1117,8 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
     host_warm = {n: [] for n in names}
     for _ in range(warmup):
         for name in names:
+            if prepare and name in prepare:
+                prepare[name]()
             t0 = time.perf_counter()
             fns[name]()
             host_warm[name].append((time.perf_counter() - t0) * 1e6)
@@ -1087,7 +1140,7 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
         t0 = time.perf_counter()
         dev.sync()
         lat.append((time.perf_counter() - t0) * 1e3)
-    ev = _EventTimer(dev, fns, names, lead_us, _median(lat), flush_us)
+    ev = _EventTimer(dev, fns, names, lead_us, _median(lat), flush_us, prepare)
 
     # a few per-call repetitions first: the estimate that picks the method,
     # and the reference a graph's result is checked against
@@ -1099,7 +1152,7 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
     chosen, why = _choose(dev, method, est, max_reps, graph_below_ms)
     if chosen == "graph":
         per_name, fell_back = _measure_graph(dev, fns, names, ev, est, min_time_ms,
-                                             max_reps, ci_target)
+                                             max_reps, ci_target, prepare)
         if per_name is not None:
             shortest = min(v for v in est.values() if v is not None)
             return ev.finish(per_name, "graph", (
@@ -1116,19 +1169,24 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
 
 
 def _measure_cuda(fns, names, warmup, min_time_ms, max_reps, l2_flush, method,
-                  ci_target, graph_below_ms):
+                  ci_target, graph_below_ms, prepare):
     import torch
 
     dev = TorchCuda(torch, l2_flush)
     return _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
-                           method, ci_target, graph_below_ms)
+                           method, ci_target, graph_below_ms, prepare)
 
 
 def measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
-            l2_flush=True, method="auto", ci_target=None, graph_below_ms=None):
+            l2_flush=True, method="auto", ci_target=None, graph_below_ms=None,
+            prepare=None):
     """Time each zero-argument callable of `fns`, interleaved; see module doc."""
     if not fns:
         return {}
+    prepare = {n: p for n, p in (prepare or {}).items() if p is not None}
+    unknown = sorted(set(prepare) - set(fns))
+    if unknown:
+        raise ValueError("prepare names no fn: %s" % ", ".join(map(str, unknown)))
     if device not in ("cpu", "cuda"):
         raise ValueError("unknown timing device '%s'" % device)
     if method not in METHODS:
@@ -1139,8 +1197,8 @@ def measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
     min_time_ms = float(min_time_ms)
     if device == "cuda":
         return _measure_cuda(fns, names, warmup, min_time_ms, max_reps,
-                             l2_flush, method, ci_target, graph_below_ms)
-    return _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush)
+                             l2_flush, method, ci_target, graph_below_ms, prepare)
+    return _measure_cpu(fns, names, warmup, min_time_ms, max_reps, l2_flush, prepare)
 
 
 # ---------------------------------------------------------------- baselines
