@@ -15,7 +15,9 @@ sections in the order they run:
     SPREAD_MIN_MS (the kernel's own time), and the launch-bound figure is
     printed beside it;
  3. every kernel that must be rejected, with its reasons (or the evidence
-    of an earlier run: --reject-evidence DIR, e.g. test-gpu's);
+    of an earlier run: --reject-evidence DIR, e.g. test-gpu's); one
+    multi-kernel call (one worker) per operator, untimed: a rejected
+    kernel stops at its first failing trial;
  1. seconds per candidate (build, load, correctness, timing, total as the
     bot saw it) for the correct kernel of each operator, native ABI and
     torch extension side by side, every candidate at >= 8 configs x 5 seeds
@@ -23,9 +25,14 @@ sections in the order they run:
     `kernelbot verify` call (one harness worker), as the search sends them:
     VARIANTS copies of the kernel that differ by a comment, so each is
     built; the first pays the worker's start and is reported apart from
-    the warm ones (the 5 s target is about a warm worker). Torch extensions
-    are built by the harness (torch's loader), each in a call of its own,
-    all started at once in the background when the run begins;
+    the warm ones. Torch extensions are built by the harness (torch's
+    loader), each in a call of its own, all started at once in the
+    background when the run begins;
+ 1b. ("fresh") `kernelbot verify --fresh`, a harness process per
+    candidate: VARIANTS copies of ok_relu, timed, with a state of their
+    own (the first measures the baselines, a later one may take them from
+    the bot's baseline cache), and the FRESH_REJECTS kernels, untimed as in
+    section 3; run only while their expected cost fits the --deadline;
  5. the sandbox's cost: the same correct native kernel evaluated with
     [sandbox] on and off, timed without the cache flush (its cpu size
     depends on /sys, which the sandbox hides), the two alternating call by
@@ -34,18 +41,22 @@ sections in the order they run:
     the median per-candidate total (static + build + harness) of each and
     their ratio against the 10% target;
  4. final check lines: all rejected for their reason, no correct kernel
-    rejected, median seconds per native candidate in a warm worker against
-    the 5 s target (and the first in a fresh worker beside it), the timing
+    rejected; the median seconds per native candidate, correct / warm
+    (section 1's candidates after the first of a worker) and rejected /
+    warm (section 3's, likewise) against WARM_TARGET_S, correct / fresh and
+    rejected / fresh (section 1b) against FRESH_TARGET_S, each "met" or
+    "missed", with how often the timed ones took their baselines from the
+    baseline cache (evidence: configs' timing.baseline_source); the timing
     spread against 2%, the sandbox's added share against 10%.
---sections LIST runs only those of spread,rejections,natives,torch-ext,sandbox (a
-quiet-device spread rerun: --sections spread); the checks of a section
-left out say "not run".
+--sections LIST runs only those of spread,rejections,natives,fresh,torch-ext,
+sandbox (a quiet-device spread rerun: --sections spread); the checks of a
+section left out say "not run".
 --deadline S budgets the run: torch extensions for fewer operators when S
-is short, a native operator only while its expected cost still fits, and
-calls still running at S are stopped (kernelbot is sent SIGTERM, which ends
-its evaluation and the harness's process tree); the report says what was
-cut. Raw evidence and call logs: --out DIR gets one tar.gz of them (plus
-the report), else they stay in --workdir.
+is short, a native operator or a fresh call only while its expected cost
+still fits, and calls still running at S are stopped (kernelbot is sent
+SIGTERM, which ends its evaluation and the harness's process tree); the
+report says what was cut. Raw evidence and call logs: --out DIR gets one
+tar.gz of them (plus the report), else they stay in --workdir.
 """
 import argparse
 import concurrent.futures
@@ -61,10 +72,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kbdrive  # noqa: E402
 
-TARGET_S = 5.0
+WARM_TARGET_S = 3.0         # median s per native candidate after the first of a worker
+FRESH_TARGET_S = 10.0       # ... in a process of its own (verify --fresh)
 SPREAD_TARGET = 0.02
 SPREAD_MIN_MS = 0.02         # configs at least this long judge the spread target
-SECTIONS = ("spread", "rejections", "natives", "torch-ext", "sandbox")
+SECTIONS = ("spread", "rejections", "natives", "fresh", "torch-ext", "sandbox")
 SANDBOX_TARGET = 0.10        # the sandbox adds at most this to a native candidate's median
 # the spread's bandwidth-bound operator: kb_relu.py with these sizes
 # (64 MB per tensor), written into the workdir
@@ -72,6 +84,10 @@ LARGE_SIZES = {"batch_size": 1024, "dim": 16384}
 EXT_FULL_DEADLINE_S = 300.0  # a shorter --deadline builds fewer torch extensions:
 EXT_S_PER_OP = 50.0          # one operator per this many seconds of it
 NATIVE_GUESS_S = {"cuda": 25.0, "cpu": 15.0}  # one native operator's call, before one ran
+FRESH_GUESS_S = {"cuda": 12.0, "cpu": 8.0}    # one --fresh candidate, before one ran
+# rejected in the trials, against kb_relu, on both backends: section 1b's
+# rejected / fresh figure (no hang, no static rejection)
+FRESH_REJECTS = ("hack_unwritten", "hack_out_of_bounds", "hack_cached")
 BENCH_OPS = ["relu", "softmax", "linear_gelu", "scale_shift", "log", "two_outputs"]
 
 
@@ -92,6 +108,31 @@ def table(rows, header):
     for r in rows:
         out.append("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
     return "\n".join(out)
+
+
+def baseline_cache_use(evs):
+    """How the timed configs of evs got their baselines (PROTOCOL.md
+    "Baseline cache", timing.baseline_source): "cache hit in H of T timed
+    configs (C of N candidates)", or "not timed"."""
+    hits = timed = cands = 0
+    for ev in evs:
+        srcs = [(c.get("timing") or {}).get("baseline_source")
+                for c in (ev or {}).get("configs") or [] if c.get("timing")]
+        timed += len(srcs)
+        hits += srcs.count("cache")
+        cands += "cache" in srcs
+    if not timed:
+        return "not timed"
+    return "cache hit in %d of %d timed configs (%d of %d candidates)" % (
+        hits, timed, cands, len(evs))
+
+
+def median_line(what, totals, target, note):
+    """One check line: the median of totals against target, met or missed."""
+    med = statistics.median(totals) if totals else None
+    return "median seconds per native candidate, %s: %s s over %d vs target %.0f s: %s; %s" % (
+        what, fmt(med), len(totals), target,
+        "met" if med is not None and med <= target else "missed", note)
 
 
 def parse_sections(text):
@@ -158,6 +199,8 @@ class Eval:
         self.sandbox_totals = {}   # (sandbox on?, fresh?) -> [candidate totals]
         self.sections = parse_sections(getattr(a, "sections", None))
         self.rejects = {}       # stem -> (ev, source)
+        self.fresh_ok = []      # section 1b: evidence of verify --fresh, correct
+        self.fresh_rejects = {}  # ... and rejected: stem -> ev
         self.walls = {}
         self.starts = {}        # section -> seconds after the start
         self.skipped = []       # what should have run and did not: a failed run
@@ -267,6 +310,44 @@ class Eval:
             self.log("native %-12s %s (%.0f s for %d)" % (
                 op, ", ".join(kbdrive.verdict(e) for e in self.rows_native[op]),
                 self.walls["native-" + op], len(vs)))
+
+    def fresh(self):
+        """1b: `kernelbot verify --fresh` (a harness process per candidate),
+        VARIANTS copies of ok_relu timed, then FRESH_REJECTS untimed as in
+        section 3, each call only while its expected cost fits the deadline.
+        A state of its own: the first copy measures the baselines, a later
+        one may take them from the baseline cache (the report says)."""
+        kb = kbdrive.Kernelbot(self.a.bin, self._config("fresh"))
+        rejects = {kbdrive.stem(p): (p, op) for p, op in kbdrive.reject_kernels(self.backend)}
+        picked = [rejects[n] for n in FRESH_REJECTS if n in rejects]
+        per = FRESH_GUESS_S[self.backend]   # seconds per candidate, until measured
+        for what, n in (("correct", self.a.variants), ("rejected", len(picked))):
+            if not n:
+                continue
+            left = self.left()
+            if left is not None and left < per * n:
+                self.shrunk.append("fresh %s (%d candidates of about %.0f s, %.0f s were left)"
+                                   % (what, n, per, max(0.0, left)))
+                self.log("fresh %s left out: about %.0f s needed" % (what, per * n))
+                continue
+            t = time.monotonic()
+            if what == "correct":
+                vs = make_variants(kbdrive.ok_kernels(self.backend)["relu"],
+                                   os.path.join(self.work, "fresh"), "ok_relu_f", n)
+                run = kb.verify(kbdrive.operator_path("kb_relu.py"), vs,
+                                os.path.join(self.evdir, "fresh-ok"), ["--fresh"], timeout=900)
+                self.fresh_ok = [run.evidence.get(kbdrive.stem(p)) for p in vs]
+                got = self.fresh_ok
+            else:
+                run = kb.verify(picked[0][1], [p for p, _ in picked],
+                                os.path.join(self.evdir, "fresh-reject"),
+                                ["--fresh", "--no-timing", "--timeout", "180"], timeout=900)
+                self.fresh_rejects = {kbdrive.stem(p): run.evidence.get(kbdrive.stem(p))
+                                      for p, _ in picked}
+                got = list(self.fresh_rejects.values())
+            per = max(per, (time.monotonic() - t) / max(1, n))
+            self.log("fresh %s: %s (%.0f s for %d)" % (what, ", ".join(
+                kbdrive.verdict(e) for e in got), time.monotonic() - t, n))
 
     def rounds(self):
         return getattr(self.a, "sandbox_rounds", 3)
@@ -394,7 +475,7 @@ class Eval:
                          # before the native operators, so that the deadline
                          # cuts natives (which it says), never the rejections
                          ("rejections", self.rejections), ("natives", self.natives),
-                         ("sandbox", self.sandbox)):
+                         ("fresh", self.fresh), ("sandbox", self.sandbox)):
             if name in self.sections:
                 self.section(name, fn)
         self.wait_ext(ext_futs)
@@ -420,13 +501,17 @@ class Eval:
               " (deadline %.0f s)" % self.a.deadline if self.a.deadline else ""))
         p("sections, seconds from the start + wall: " + ", ".join(
             "%s %.0f+%.0f" % (k, self.starts[k], self.walls[k])
-            for k in ("spread", "rejections", "natives", "torch-ext", "sandbox")
+            for k in ("spread", "rejections", "natives", "fresh", "torch-ext", "sandbox")
             if k in self.starts and k in self.walls) +
           " (torch-ext in the background from the start)")
         if self.shrunk:
             p("left out by the deadline's budget: " + "; ".join(self.shrunk))
         p()
         native = self.report_candidates(p)
+        p()
+        native.update(self.report_fresh(p))
+        # a correct copy rejected under --fresh fails the checks like section 1's
+        native["correct_bad"] += native.pop("fresh_bad")
         p()
         spread = self.report_spread(p)
         p()
@@ -442,7 +527,7 @@ class Eval:
           "'total' = static + build + harness call as the bot saw it; 'worker': "
           "fresh = first candidate of a new harness worker, which pays python, "
           "torch and CUDA start, warm = a later one)")
-        rows, warm, cold, starts, correct_bad = [], [], [], [], []
+        rows, warm, cold, starts, correct_bad, warm_evs = [], [], [], [], [], []
         for op in self.ops:
             opname = os.path.splitext(kbdrive.OK_OPERATORS[op])[0]
             evs = self.rows_native.get(op) or []
@@ -457,6 +542,8 @@ class Eval:
                              kbdrive.verdict(ev)])
                 if st["candidate"] is not None:
                     (cold if fresh else warm).append(st["candidate"])
+                    if not fresh:
+                        warm_evs.append(ev)
                     if fresh and st["harness"] is not None and st["total"] is not None:
                         starts.append(st["harness"] - st["total"])
                 if kbdrive.verdict(ev) != "verified":
@@ -485,7 +572,57 @@ class Eval:
               fmt(max(warm)) if warm else "-",
               fmt(statistics.median(cold)) if cold else "-", len(cold),
               fmt(statistics.median(starts)) if starts else "-"))
-        return {"warm": warm, "cold": cold, "starts": starts, "correct_bad": correct_bad}
+        return {"warm": warm, "cold": cold, "starts": starts, "correct_bad": correct_bad,
+                "warm_evs": warm_evs}
+
+    def report_fresh(self, p):
+        """1b: the verify --fresh candidates; their totals for the checks."""
+        if "fresh" not in self.sections:
+            p("1b. kernelbot verify --fresh: not run (--sections)")
+            return {"fresh_ok": [], "fresh_ok_evs": [], "fresh_rej": [], "fresh_bad": [],
+                    "fresh_hacks": []}
+        p("1b. kernelbot verify --fresh (a harness process per candidate, a state of its own): "
+          "ok_relu copies timed, rejected kernels untimed as in section 3")
+        rows, ok, ok_evs, rej, bad, hacks = [], [], [], [], [], []
+        kinds = [("correct", str(i + 1), e) for i, e in enumerate(self.fresh_ok)]
+        kinds += [("rejected", k, e) for k, e in sorted(self.fresh_rejects.items())]
+        for kind, name, ev in kinds:
+            st = kbdrive.stages(ev)
+            n, s = kbdrive.configs_seeds(ev)
+            label = "ok_relu #%s" % name if kind == "correct" else name
+            rows.append([label, kind, fmt(st["build"]), fmt(st["harness"]), fmt(st["candidate"]),
+                         "%s x %s" % (n, s), kbdrive.verdict(ev),
+                         ", ".join(sorted(kbdrive.checks(ev))) or "-"])
+            if kind == "correct" and kbdrive.verdict(ev) != "verified":
+                bad.append(("ok_relu --fresh #%s" % name, ev))
+            if kind == "rejected" and not kbdrive.rejection_ok(name, ev)[0]:
+                hacks.append(name)
+            if st["candidate"] is None:
+                continue
+            if kind == "correct" and kbdrive.verdict(ev) == "verified":
+                ok.append(st["candidate"])
+                ok_evs.append(ev)
+            elif kind == "rejected" and kbdrive.verdict(ev) == "rejected":
+                rej.append(st["candidate"])
+        p(table(rows, ["kernel", "kind", "build s", "harness s", "total s", "configs x seeds",
+                       "verdict", "checks"]))
+        if any(kbdrive.verdict(e) != "verified" for e in self.fresh_ok):
+            p("(a correct copy not verified is left out of the correct / fresh figure)")
+        return {"fresh_ok": ok, "fresh_ok_evs": ok_evs, "fresh_rej": rej, "fresh_bad": bad,
+                "fresh_hacks": hacks}
+
+    def rejected_warm(self):
+        """Section 3's rejected candidates after the first of their call
+        (worker_seq > 1): totals of those that reached the harness."""
+        out = []
+        for name in sorted(self.rejects):
+            ev = self.rejects[name][0]
+            seq = ((ev or {}).get("environment") or {}).get("worker_seq")
+            st = kbdrive.stages(ev)
+            if (kbdrive.verdict(ev) == "rejected" and isinstance(seq, int) and seq > 1
+                    and st["candidate"] is not None):
+                out.append(st["candidate"])
+        return out
 
     def report_spread(self, p):
         if "spread" not in self.sections:
@@ -623,33 +760,52 @@ class Eval:
                        "added"]))
         return worst
 
+    def report_speed(self, p, native):
+        """The four speed figures of issue 15: correct and rejected, warm
+        and fresh, each against its target."""
+        p("seconds per native candidate at %d configs x %d seeds requested (rejected ones "
+          "stop at their first failing trial); warm = after the first candidate of one "
+          "worker, fresh = kernelbot verify --fresh, a process per candidate:" % (
+              self.a.configs, self.a.seeds))
+        ran = {k: k in self.sections for k in ("natives", "rejections", "fresh")}
+        for what, sec, totals, target, note in (
+                ("correct / warm", "natives", native["warm"], WARM_TARGET_S,
+                 "baselines: " + baseline_cache_use(native["warm_evs"])),
+                ("correct / fresh", "fresh", native["fresh_ok"], FRESH_TARGET_S,
+                 "baselines: " + baseline_cache_use(native["fresh_ok_evs"])),
+                ("rejected / warm", "rejections", self.rejected_warm(), WARM_TARGET_S,
+                 "section 3, untimed"),
+                ("rejected / fresh", "fresh", native["fresh_rej"], FRESH_TARGET_S,
+                 "section 1b, untimed")):
+            if not ran[sec]:
+                p("median seconds per native candidate, %s: not run (--sections)" % what)
+            else:
+                p(median_line(what, totals, target, note))
+
     def report_checks(self, p, native, spread, all_rejected, sandbox_added=None):
         p("4. Checks")
         n_rej = len(self.rejects)
+        fresh_note = ("; NOT under --fresh: " + ", ".join(native["fresh_hacks"])
+                      if native["fresh_hacks"] else "")
         if "rejections" in self.sections:
-            p("every hack rejected for its reason: %s (%d/%d)" % (
+            all_rejected = all_rejected and not native["fresh_hacks"]
+            p("every hack rejected for its reason: %s (%d/%d)%s" % (
                 "yes" if all_rejected and n_rej else "NO",
                 sum(1 for k in self.rejects if kbdrive.rejection_ok(k, self.rejects[k][0])[0]),
-                n_rej))
+                n_rej, fresh_note))
         else:
-            p("every hack rejected for its reason: not run (--sections)")
+            p("every hack rejected for its reason: not run (--sections)" + fresh_note)
         correct_bad = native["correct_bad"]
-        n_correct = sum(len(v) for v in self.rows_native.values()) + len(self.rows_ext)
-        if "natives" not in self.sections and "torch-ext" not in self.sections:
+        n_correct = (sum(len(v) for v in self.rows_native.values()) + len(self.rows_ext) +
+                     len(self.fresh_ok))
+        if not {"natives", "torch-ext", "fresh"} & set(self.sections):
             p("no correct kernel rejected: not run (--sections)")
         else:
             p("no correct kernel rejected: %s (%d correct candidates%s)" % (
               "yes" if not correct_bad and n_correct else "NO", n_correct,
             "; rejected: " + "; ".join("%s: %s %s" % (k, kbdrive.verdict(e), sorted(kbdrive.checks(e)))
                                        for k, e in correct_bad) if correct_bad else ""))
-        warm, cold = native["warm"], native["cold"]
-        med = statistics.median(warm) if warm else None
-        p("median seconds per native candidate in a warm worker: %s s over %d vs target "
-          "%.0f s: %s" % (fmt(med), len(warm), TARGET_S,
-                          "met" if med is not None and med <= TARGET_S else "missed"))
-        p("first native candidate in a fresh worker (python, torch and CUDA start; the "
-          "target is about a warm worker): median %s s over %d" % (
-              fmt(statistics.median(cold)) if cold else "-", len(cold)))
+        self.report_speed(p, native)
         if not spread.get("ran"):
             p("repeated timing: not run (--sections)")
         else:
@@ -672,8 +828,8 @@ class Eval:
         if self.skipped:
             p("NOT RUN (deadline %s s): %s" % (self.a.deadline, "; ".join(self.skipped)))
         if "rejections" not in self.sections:
-            all_rejected, n_rej = True, 1   # not asked for: not a failure
-        if "natives" not in self.sections and "torch-ext" not in self.sections:
+            all_rejected, n_rej = not native["fresh_hacks"], 1   # not asked for: not a failure
+        if not {"natives", "torch-ext", "fresh"} & set(self.sections):
             n_correct = 1
         ok = all_rejected and n_rej and not correct_bad and n_correct and not self.skipped
         return bool(ok)
