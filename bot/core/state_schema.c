@@ -365,6 +365,48 @@ static const char schema_v6[] =
 	"  PRIMARY KEY (operator_hash, key)"
 	");";
 
+/*
+ * What a search sent and decided (issue 16): the text of every prompt
+ * (redacted, capped; its length before either), every island migration,
+ * and every failure diagnosis, with whether it was still waiting for the
+ * next meta-prompt rewrite when its generation was committed (a resumed
+ * search reads those back). IF NOT EXISTS: see v5.
+ */
+static const char schema_v7[] =
+	"CREATE TABLE IF NOT EXISTS search_prompt_texts ("
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  call_key TEXT NOT NULL,"          /* llm_calls.call_key, candidates.call_key */
+	"  purpose TEXT NOT NULL,"
+	"  text TEXT NOT NULL,"              /* redacted, at most 64 KiB */
+	"  length INTEGER NOT NULL,"         /* bytes as rendered */
+	"  created_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (search_id, call_key)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE IF NOT EXISTS search_migrations ("
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  generation INTEGER NOT NULL,"
+	"  from_island INTEGER NOT NULL,"
+	"  to_island INTEGER NOT NULL,"
+	"  candidate_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  cell INTEGER,"
+	"  fitness REAL,"
+	"  accepted INTEGER NOT NULL,"       /* it became the elite of its cell there */
+	"  created_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (search_id, generation, from_island)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX IF NOT EXISTS search_migrations_by_candidate ON search_migrations (candidate_id);"
+	"CREATE TABLE IF NOT EXISTS search_diagnoses ("
+	"  id INTEGER PRIMARY KEY,"
+	"  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,"
+	"  generation INTEGER NOT NULL,"
+	"  candidate_id INTEGER REFERENCES candidates(id) ON DELETE SET NULL,"
+	"  text TEXT NOT NULL,"              /* redacted, as the meta-prompt gets it */
+	"  pending INTEGER NOT NULL DEFAULT 0," /* waiting for a rewrite at the last commit */
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE INDEX IF NOT EXISTS search_diagnoses_by_search ON search_diagnoses (search_id, pending);"
+	"CREATE INDEX IF NOT EXISTS search_diagnoses_by_candidate ON search_diagnoses (candidate_id);";
+
 const struct kb_state_migration kb_state_migrations[] = {
 	{ 1, "initial schema", schema_v1 },
 	{ 2, "triggers, webhook events, job progress", schema_v2 },
@@ -372,5 +414,6 @@ const struct kb_state_migration kb_state_migrations[] = {
 	{ 4, "evidence without untrusted output", schema_v4 },
 	{ 5, "runs: every kernelbot run, for status", schema_v5 },
 	{ 6, "baselines: cached baseline figures per operator", schema_v6 },
+	{ 7, "search prompt texts, migrations, diagnoses", schema_v7 },
 };
 const size_t kb_state_nr_migrations = ARRAY_SIZE(kb_state_migrations);

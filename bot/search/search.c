@@ -69,11 +69,23 @@ void srch_cut_short(struct srch *s, const char *fmt, ...)
 	kb_progress_note(s->pg, "cut short: %s; finishing with the best so far", s->cut_short);
 }
 
-#define MAX_DIAGNOSES 24
+/* Keep text (its stored row id) among the recent diagnoses, dropping the oldest past the cap. */
+static void diagnosis_push(struct srch *s, int64_t id, const char *text)
+{
+	if (s->diagnoses.nr == SRCH_MAX_DIAGNOSES) {
+		free((char *)s->diagnoses.v[0]);
+		memmove(s->diagnoses.v, s->diagnoses.v + 1, (s->diagnoses.nr - 1) * sizeof(*s->diagnoses.v));
+		memmove(s->diag_ids, s->diag_ids + 1, (s->diagnoses.nr - 1) * sizeof(*s->diag_ids));
+		s->diagnoses.v[--s->diagnoses.nr] = NULL;
+	}
+	s->diag_ids[s->diagnoses.nr] = id;
+	strvec_push(&s->diagnoses, text);
+}
 
-void srch_diagnose(struct srch *s, const char *fmt, ...)
+void srch_diagnose(struct srch *s, int64_t candidate_id, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
+	int64_t id = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -81,14 +93,23 @@ void srch_diagnose(struct srch *s, const char *fmt, ...)
 	va_end(ap);
 	/* reasons and model replies, bound for the meta-prompt and the database */
 	kb_redact(&sb, 300);
-	if (s->diagnoses.nr == MAX_DIAGNOSES) {
-		/* keep the most recent ones */
-		free((char *)s->diagnoses.v[0]);
-		memmove(s->diagnoses.v, s->diagnoses.v + 1, (s->diagnoses.nr - 1) * sizeof(*s->diagnoses.v));
-		s->diagnoses.v[--s->diagnoses.nr] = NULL;
-	}
-	strvec_push(&s->diagnoses, sb.buf);
+	if (kb_search_db_diagnosis_add(s->st, s->row.id, s->generation, candidate_id, sb.buf, &id))
+		log_warn("search: a diagnosis was not stored; a resumed search will not see it");
+	diagnosis_push(s, id, sb.buf);
 	strbuf_release(&sb);
+}
+
+void srch_diagnoses_restore(struct srch *s, int64_t candidate_id)
+{
+	struct strvec texts = STRVEC_INIT;
+	int64_t *ids = NULL;
+
+	if (kb_search_db_diagnoses_load(s->st, s->row.id, candidate_id, &texts, &ids))
+		log_warn("search: the diagnoses of candidate %lld were not read back", (long long)candidate_id);
+	for (size_t i = 0; i < texts.nr; i++)
+		diagnosis_push(s, ids[i], texts.v[i]);
+	strvec_clear(&texts);
+	free(ids);
 }
 
 struct kb_prompt *srch_prompt(const struct srch *s, int64_t id)
@@ -335,7 +356,7 @@ static int propose(struct srch *s, int64_t g, size_t island, int64_t slot, const
 	}
 	if (srch_extract(reply.text.buf, &code, &why)) {
 		kb_progress_note(s->pg, "%s reply (%s): %s", kind_name(pl->kind), reply.model, why.buf);
-		srch_diagnose(s, "a %s reply had no usable kernel: %s", kind_name(pl->kind), why.buf);
+		srch_diagnose(s, 0, "a %s reply had no usable kernel: %s", kind_name(pl->kind), why.buf);
 		goto out;
 	}
 	if (why.len)
@@ -393,7 +414,7 @@ static int repair_one(struct srch *s, struct kb_search_cand *c, int64_t round, s
 	}
 	if (srch_extract(reply.text.buf, &code, &why)) {
 		kb_progress_note(s->pg, "repair reply (%s): %s", reply.model, why.buf);
-		srch_diagnose(s, "a repair reply had no usable kernel: %s", why.buf);
+		srch_diagnose(s, 0, "a repair reply had no usable kernel: %s", why.buf);
 		goto out;
 	}
 	if (why.len)
@@ -472,6 +493,9 @@ static int commit(struct srch *s, int64_t g)
 		if (kb_search_db_history_add(s->st, s->row.id, s->hist[i].t_s, s->hist[i].best,
 					     s->hist[i].candidate_id))
 			goto out;
+	/* what the next rewrite will see: a resumed search reads these back */
+	if (kb_search_db_diagnoses_mark(s->st, s->row.id, s->diag_ids, s->diagnoses.nr))
+		goto out;
 	s->row.generation = g + 1;
 	kb_rng_u64(&s->row.rng);
 	s->row.best_candidate_id = s->best_id;
@@ -683,8 +707,11 @@ static int evolve(struct srch *s, int64_t g)
 		struct kb_migration *moves = xcalloc(s->nr_islands, sizeof(*moves));
 		size_t m = kb_archive_migrate(&s->archive, moves), accepted = 0;
 
-		for (size_t i = 0; i < m; i++)
+		for (size_t i = 0; i < m; i++) {
 			accepted += moves[i].accepted;
+			if (kb_search_db_migration_add(s->st, s->row.id, g, &moves[i]))
+				log_warn("search: a migration of generation %lld was not stored", (long long)g);
+		}
 		kb_progress_note(s->pg, "migration: %zu of %zu island bests accepted by the next island", accepted, m);
 		free(moves);
 	}
@@ -1096,6 +1123,8 @@ static int load_state(struct srch *s)
 	}
 	if (!s->nr_prompts)
 		seed_prompt(s); /* stored with the next generation */
+	/* the failures the next rewrite would have seen had the search not stopped */
+	srch_diagnoses_restore(s, 0);
 	hist = kb_search_db_history(s->st, s->row.id);
 	if (!hist)
 		return -1;

@@ -2,7 +2,8 @@
 #define KB_SEARCH_DB_H
 /*
  * The search's persistence (state schema v3: searches, candidates,
- * archive_cells, prompts, search_history; llm_calls.search_id/call_key).
+ * archive_cells, prompts, search_history; llm_calls.search_id/call_key;
+ * v7: search_prompt_texts, search_migrations, search_diagnoses).
  *
  * Identity. A search is named by its key
  *
@@ -30,12 +31,14 @@
  */
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "core/strvec.h"
 
 #include <cjson/cJSON.h>
 
 struct kb_state;
 struct kb_config;
 struct kb_archive;
+struct kb_migration;
 struct kb_prompt;
 
 /* --- keys (pure) --- */
@@ -167,5 +170,42 @@ cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id);
  */
 int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct strbuf *status,
 			      struct strbuf *error);
+
+/* --- what a search sent and decided (schema v7; search_db_record.c) --- */
+
+/* A stored prompt text is cut to this many bytes (after redaction). */
+#define KB_SEARCH_PROMPT_TEXT_MAX (64 * 1024)
+
+/*
+ * The prompt sent under call_key: redacted (core/redact.h) and cut to
+ * KB_SEARCH_PROMPT_TEXT_MAX, with its rendered length. The first text
+ * of a key stays (the stored answer is that prompt's), so a resumed or
+ * replayed ask writes nothing new. 0 or -1 (logged).
+ */
+int kb_search_db_prompt_text_add(struct kb_state *st, int64_t search_id, const char *call_key,
+				 const char *purpose, const char *text);
+
+/* One ring-migration move of generation (a rerun of the generation replaces it). 0 or -1. */
+int kb_search_db_migration_add(struct kb_state *st, int64_t search_id, int64_t generation,
+			       const struct kb_migration *m);
+
+/*
+ * A failure diagnosis made in generation about candidate_id (0: none),
+ * stored not pending; *id gets its row. 0 or -1 (logged).
+ */
+int kb_search_db_diagnosis_add(struct kb_state *st, int64_t search_id, int64_t generation,
+			       int64_t candidate_id, const char *text, int64_t *id);
+/*
+ * Make exactly ids[0..n) the search's pending diagnoses (those a
+ * meta-prompt rewrite has not consumed); run in the generation's commit.
+ */
+int kb_search_db_diagnoses_mark(struct kb_state *st, int64_t search_id, const int64_t *ids, size_t n);
+/*
+ * Diagnoses in id order, appended to texts and *ids (realloc'ed, one per
+ * text): with candidate_id 0 the pending ones, else every one made about
+ * that candidate. 0 or -1 (logged).
+ */
+int kb_search_db_diagnoses_load(struct kb_state *st, int64_t search_id, int64_t candidate_id,
+				struct strvec *texts, int64_t **ids);
 
 #endif

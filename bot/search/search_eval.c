@@ -185,7 +185,7 @@ static void note_failure(struct srch *s, const struct kb_search_cand *c)
 	struct strbuf sb = STRBUF_INIT;
 
 	kb_reasons_first(c->reasons, &sb);
-	srch_diagnose(s, "%s kernel #%lld: %s: %s", c->proposer, (long long)c->id, c->verdict,
+	srch_diagnose(s, c->id, "%s kernel #%lld: %s: %s", c->proposer, (long long)c->id, c->verdict,
 		      sb.len ? sb.buf : "no reason given");
 	strbuf_release(&sb);
 }
@@ -421,8 +421,11 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 		struct kb_search_cand *c = batch[i];
 		bool pass = true;
 
-		if (strcmp(c->verdict, "pending"))
-			continue; /* decided by an earlier run */
+		if (strcmp(c->verdict, "pending")) {
+			/* decided by an earlier run: its failure lines are this run's too */
+			srch_diagnoses_restore(s, c->id);
+			continue;
+		}
 		if (static_reject(s, c)) {
 			if (kb_search_db_cand_update(s->st, c)) {
 				rc = -1;

@@ -42,6 +42,9 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 		strbuf_addstr(key_out, key.buf);
 	}
 	info.call_key = key.buf;
+	/* the record of what was asked (the first text of a key stays: its answer is stored) */
+	if (kb_search_db_prompt_text_add(s->st, s->row.id, key.buf, purpose, prompt))
+		log_warn("search: the prompt of call %s was not stored", key.buf);
 	if (model == SIZE_MAX) {
 		uint64_t r = srch_rng_for(s, key.buf + strlen(s->call_base));
 
@@ -64,7 +67,7 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 			reply->status = !strcmp(status.buf, "empty") ? KB_LLM_EMPTY : KB_LLM_MALFORMED;
 			s->replayed++;
 			s->failed_calls++;
-			srch_diagnose(s, "the model call for %s failed (%s)", purpose, status.buf);
+			srch_diagnose(s, 0, "the model call for %s failed (%s)", purpose, status.buf);
 			rc = 1;
 		}
 		strbuf_release(&status);
@@ -97,7 +100,7 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 		s->failed_calls++;
 		log_info("search: %s call %s failed: %s: %s", purpose, key.buf,
 			 kb_llm_status_name(reply->status), reply->error.buf);
-		srch_diagnose(s, "the model call for %s failed (%s)", purpose, kb_llm_status_name(reply->status));
+		srch_diagnose(s, 0, "the model call for %s failed (%s)", purpose, kb_llm_status_name(reply->status));
 		rc = 1;
 	}
 out:

@@ -33,6 +33,9 @@ enum srch_tmpl {
 	T_STRATEGIES, T_PITFALLS, T_ANALYSIS, T_NR
 };
 
+/* The recent failure diagnoses a meta-prompt rewrite sees. */
+#define SRCH_MAX_DIAGNOSES 24
+
 struct srch {
 	struct kb_verifier *vf;
 	const struct kb_config *cfg;
@@ -69,6 +72,7 @@ struct srch {
 	double best_fitness;           /* 0: none */
 	int64_t best_id;
 	struct strvec diagnoses;       /* recent failures, for meta-prompt rewrites */
+	int64_t diag_ids[SRCH_MAX_DIAGNOSES]; /* their search_diagnoses rows (0: not stored) */
 
 	/* this run */
 	int64_t t0_ms;
@@ -98,8 +102,14 @@ void srch_cut_short(struct srch *s, const char *fmt, ...) KB_PRINTF(2, 3);
 struct kb_search_cand *srch_cand(const struct srch *s, int64_t id);
 /* The prompt with id, NULL when unknown. */
 struct kb_prompt *srch_prompt(const struct srch *s, int64_t id);
-/* Remember a failure line for the next meta-prompt rewrite. */
-void srch_diagnose(struct srch *s, const char *fmt, ...) KB_PRINTF(2, 3);
+/*
+ * Remember a failure line (about candidate_id, 0: none) for the next
+ * meta-prompt rewrite; stored (search_diagnoses) and marked pending at the
+ * generation's commit, so a resumed search has it too.
+ */
+void srch_diagnose(struct srch *s, int64_t candidate_id, const char *fmt, ...) KB_PRINTF(3, 4);
+/* Take back the diagnoses an earlier run made about candidate_id (decided then, skipped now). */
+void srch_diagnoses_restore(struct srch *s, int64_t candidate_id);
 
 /* --- search_llm.c --- */
 

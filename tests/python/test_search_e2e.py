@@ -427,6 +427,11 @@ def test_resume_after_kill_then_replay(env, sim):
         decided = {row[0] for row in c.execute("SELECT id FROM candidates WHERE search_id = ?"
                                                " AND verdict != 'pending'", (sid,))}
     assert decided
+    # the failure diagnoses of the interrupted generation's decided candidates (search_diagnoses)
+    with db(env) as c:
+        diagnosed = [row[0] for row in c.execute(
+            "SELECT text FROM search_diagnoses WHERE search_id = ? AND generation = ?"
+            " AND candidate_id IS NOT NULL ORDER BY id", (sid, gen))]
 
     r = run(env, cfg, RELU, "resume", "--seed", str(seed))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -444,6 +449,21 @@ def test_resume_after_kill_then_replay(env, sim):
                           " GROUP BY call_key HAVING count(*) > 1", (sid,)).fetchall()
         rows = c.execute("SELECT count(*) FROM llm_calls WHERE search_id = ?", (sid,)).fetchone()[0]
     assert twice == []
+    with db(env) as c:
+        # every call's prompt is stored, redacted and linked by its key
+        unprompted = c.execute("SELECT count(*) FROM llm_calls l WHERE search_id = ? AND NOT EXISTS"
+                               " (SELECT 1 FROM search_prompt_texts p WHERE p.search_id = l.search_id"
+                               "  AND p.call_key = l.call_key)", (sid,)).fetchone()[0]
+        meta = c.execute("SELECT text FROM search_prompt_texts WHERE search_id = ? AND purpose = 'meta'"
+                         " AND call_key LIKE ?", (sid, "%%/g%d/%%" % gen)).fetchone()
+        moves = c.execute("SELECT count(DISTINCT generation) FROM search_migrations WHERE search_id = ?",
+                          (sid,)).fetchone()[0]
+    assert unprompted == 0
+    assert moves == 3  # two islands, migration_interval 1: every generation of evolution
+    # the interrupted generation's rewrite saw the diagnoses made before the kill
+    assert meta is not None
+    for d in diagnosed:
+        assert ("- %s\n" % d) in meta[0] + "\n", (d, meta[0])
     # every request the simulator saw is a stored call (the one in flight at the kill aside)
     made = sim.stats()["requests"] - st0
     assert rows <= made <= rows + 1, (rows, made)

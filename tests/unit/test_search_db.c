@@ -567,6 +567,95 @@ static void test_generation_rollback(void **ctx)
 	kb_search_cand_free(c);
 }
 
+/* --- the record: prompt texts, migrations, diagnoses (schema v7) --- */
+
+static void test_record(void **ctx)
+{
+	struct fixture *f = *ctx;
+	int64_t id = new_search(f->st, "k", 9), other = new_search(f->st, "k2", 9);
+	struct kb_search_cand *c = cand("h", "s", NULL);
+	struct kb_migration m = { .from = 1, .to = 0, .cell = 5, .fitness = 2.5, .accepted = true };
+	struct strvec texts = STRVEC_INIT;
+	struct strbuf big = STRBUF_INIT;
+	int64_t *ids = NULL, d[4];
+
+	assert_int_equal(kb_search_db_cand_insert(f->st, id, c), 0);
+	/* a prompt: redacted, the first text of a key stays */
+	assert_int_equal(kb_search_db_prompt_text_add(f->st, id, "cb/g0/i0/k0/translate/a0", "translate",
+						      "token ghp_abcdefghijklmnopqrstuvwxyz0123456789 here"), 0);
+	assert_int_equal(kb_search_db_prompt_text_add(f->st, id, "cb/g0/i0/k0/translate/a0", "translate",
+						      "another text"), 0);
+	assert_int_equal(sql_int(f->st, "SELECT count(*) FROM search_prompt_texts"), 1);
+	assert_int_equal(sql_int(f->st, "SELECT instr(text, 'ghp_') FROM search_prompt_texts"), 0);
+	assert_int_equal(sql_int(f->st, "SELECT instr(text, 'here') > 0 FROM search_prompt_texts"), 1);
+	/* a long one is capped, its length kept */
+	for (int i = 0; i < 10000; i++)
+		strbuf_addstr(&big, "0123456789");
+	assert_int_equal(kb_search_db_prompt_text_add(f->st, id, "cb/g1/i0/k0/mutate/a0", "mutate", big.buf), 0);
+	assert_int_equal(sql_int(f->st, "SELECT length FROM search_prompt_texts WHERE purpose = 'mutate'"), 100000);
+	assert_true(sql_int(f->st, "SELECT length(text) FROM search_prompt_texts WHERE purpose = 'mutate'") <=
+		    KB_SEARCH_PROMPT_TEXT_MAX);
+
+	/* a migration; a rerun of its generation replaces it */
+	m.candidate_id = c->id;
+	assert_int_equal(kb_search_db_migration_add(f->st, id, 2, &m), 0);
+	m.accepted = false;
+	assert_int_equal(kb_search_db_migration_add(f->st, id, 2, &m), 0);
+	assert_int_equal(sql_int(f->st, "SELECT count(*) FROM search_migrations"), 1);
+	assert_int_equal(sql_int(f->st, "SELECT from_island * 100 + to_island * 10 + accepted FROM search_migrations"
+				 " WHERE generation = 2 AND cell = 5"), 100);
+	assert_int_equal(sql_int(f->st, "SELECT candidate_id FROM search_migrations"), c->id);
+
+	/* diagnoses: stored not pending; the commit marks the ones still waiting */
+	assert_int_equal(kb_search_db_diagnosis_add(f->st, id, 1, c->id, "kernel #1: build: error", &d[0]), 0);
+	assert_int_equal(kb_search_db_diagnosis_add(f->st, id, 1, 0, "a reply had no kernel", &d[1]), 0);
+	assert_int_equal(kb_search_db_diagnosis_add(f->st, id, 2, 0, "call failed", &d[2]), 0);
+	assert_int_equal(kb_search_db_diagnosis_add(f->st, other, 1, 0, "other search", &d[3]), 0);
+	assert_true(d[0] > 0 && d[1] > d[0] && d[2] > d[1]);
+	assert_int_equal(kb_search_db_diagnoses_load(f->st, id, 0, &texts, &ids), 0);
+	assert_int_equal(texts.nr, 0);
+	assert_int_equal(kb_search_db_diagnoses_mark(f->st, other, &d[3], 1), 0);
+	assert_int_equal(kb_search_db_diagnoses_mark(f->st, id, d, 2), 0);
+	assert_int_equal(kb_search_db_diagnoses_mark(f->st, id, &d[1], 2), 0); /* a rewrite took d[0] */
+	assert_int_equal(kb_search_db_diagnoses_load(f->st, id, 0, &texts, &ids), 0);
+	assert_int_equal(texts.nr, 2);
+	assert_string_equal(texts.v[0], "a reply had no kernel");
+	assert_string_equal(texts.v[1], "call failed");
+	assert_true(ids[0] == d[1] && ids[1] == d[2]);
+	/* by candidate: pending or not */
+	assert_int_equal(kb_search_db_diagnoses_load(f->st, id, c->id, &texts, &ids), 0);
+	assert_int_equal(texts.nr, 3);
+	assert_string_equal(texts.v[2], "kernel #1: build: error");
+	assert_int_equal(ids[2], d[0]);
+	assert_int_equal(sql_int(f->st, "SELECT pending FROM search_diagnoses WHERE text = 'other search'"), 1);
+
+	strvec_clear(&texts);
+	free(ids);
+	strbuf_release(&big);
+	kb_search_cand_free(c);
+}
+
+/* A database of schema v6 gets the record's tables, and keeps its searches. */
+static void test_record_migration(void **ctx)
+{
+	struct fixture *f = *ctx;
+	int64_t id = new_search(f->st, "old", 3), d;
+
+	assert_int_equal(kb_state_exec(f->st, "DROP TABLE search_prompt_texts; DROP TABLE search_migrations;"
+				       " DROP TABLE search_diagnoses; PRAGMA user_version = 6"), 0);
+	kb_state_close(f->st);
+	f->st = NULL;
+	assert_int_equal(kb_state_open(&f->st, f->state_dir), 0);
+	assert_true(kb_state_schema_version(f->st) >= 7);
+	assert_int_equal(sql_int(f->st, "SELECT count(*) FROM searches WHERE key = 'old'"), 1);
+	assert_int_equal(kb_search_db_diagnosis_add(f->st, id, 0, 0, "after the upgrade", &d), 0);
+	assert_int_equal(kb_search_db_diagnoses_mark(f->st, id, &d, 1), 0);
+	assert_int_equal(kb_search_db_prompt_text_add(f->st, id, "cb/g0/i0/k0/translate/a0", "translate", "p"), 0);
+	assert_int_equal(sql_int(f->st, "SELECT count(*) FROM search_diagnoses WHERE pending = 1") +
+			 sql_int(f->st, "SELECT count(*) FROM search_prompt_texts") +
+			 sql_int(f->st, "SELECT count(*) FROM search_migrations"), 2);
+}
+
 /* --- prompt rendering --- */
 
 static void test_render(void **ctx)
@@ -737,6 +826,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_archive_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prompts_history_usage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_generation_rollback, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_record_migration, setup, teardown),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_prompt_files),
 		cmocka_unit_test(test_verdicts),
