@@ -52,6 +52,9 @@ bool kb_py_defines_modelnew(const char *text, size_t len)
 	struct strbuf cxx = STRBUF_INIT, code = STRBUF_INIT;
 	bool yes;
 
+	/* every source's ABI is asked for (search, build): most never name it */
+	if (!memmem(text, len, "ModelNew", 8))
+		return false;
 	kb_py_views(text, len, &cxx, &code);
 	yes = modelnew_line(code.buf, code.len) > 0;
 	strbuf_release(&cxx);

@@ -11,8 +11,8 @@ load), evaluated as it is, in the runner only (it is candidate code).
   get_init_inputs() with the config's constants active, under the trial's
   seed. Its parameters and buffers get the judge's values by name
   (`conv.weight` is `conv.weight`), else by position when names differ but
-  the shapes line up; one without a counterpart keeps its own init (said
-  in `unmatched`).
+  the shapes line up (at copy time); one without a counterpart keeps its
+  own init.
 - forward only: KernelBench's format has no backward.
 """
 import inspect
@@ -96,9 +96,8 @@ class ModelNewKernel:
         self.ext_s = 0.0        # seconds inside extension calls (host side)
         self.bound_calls = 0    # calls of the last bound() callable
         self.poisoning = False
-        self.instances = {}     # model key -> (module, mapping, unmatched)
+        self.instances = {}     # model key -> (module, mapping, number of inputs)
         self.current = None
-        self.unmatched = []
         self.mod = self._import(source)
         if not isinstance(getattr(self.mod, "ModelNew", None), type):
             raise KernelLoadError("'%s' defines no class ModelNew" % os.path.basename(source))
@@ -219,7 +218,6 @@ class ModelNewKernel:
             inst = self._build(model)
             self.instances[key] = inst
         self.current = inst
-        self.unmatched = inst[2]
 
     def _build(self, model):
         params = dict(model.get("params") or {})
@@ -238,11 +236,10 @@ class ModelNewKernel:
             raise _CallError("ModelNew(...) is not a torch.nn.Module")
         m = m.to(self.device)
         names = list(model.get("names") or [])
-        mapping, unmatched = _match(m, names)
-        return m, mapping, unmatched, sum(1 for n in names if n.startswith("input"))
+        return m, _match(m, names), sum(1 for n in names if n.startswith("input"))
 
     def _load_values(self, args):
-        m, mapping, _, n_in = self.current
+        m, mapping, n_in = self.current
         with torch.no_grad():
             for target, i in mapping:
                 if i < len(args) and torch.is_tensor(args[i]) and \
@@ -274,8 +271,7 @@ class _CallError(Exception):
 
 
 def _match(m, names):
-    """[(ModelNew's tensor, argument index)] by name, else by position
-    with equal shapes; and the names of ModelNew tensors left unmatched."""
+    """[(ModelNew's tensor, argument index)] by name, else by position."""
     own = [("param:" + n, t) for n, t in m.named_parameters()] + \
           [("buffer:" + n, t) for n, t in m.named_buffers()]
     index = {n: i for i, n in enumerate(names)}
@@ -283,5 +279,4 @@ def _match(m, names):
     if not mapping:
         theirs = [i for i, n in enumerate(names) if n.startswith(("param:", "buffer:"))]
         mapping = [(t, i) for (_, t), i in zip(own, theirs)]
-    matched = {id(t) for t, _ in mapping}
-    return mapping, [n.split(":", 1)[1] for n, t in own if id(t) not in matched]
+    return mapping

@@ -177,7 +177,6 @@ class RemoteCaller:
             changed = h.get("changed") or []
             res.ext_calls = h.get("ext_calls") if isinstance(h.get("ext_calls"), int) else None
             res.noop_ok = h.get("noop_ok") if isinstance(h.get("noop_ok"), bool) else None
-            res.unmatched = [str(u)[:200] for u in (h.get("unmatched") or [])][:32]
         except (kbh_wire.WireError, TypeError, ValueError, KeyError) as e:
             self._end()
             raise DeviceFault("the kernel's process sent a malformed answer: %s" % e)

@@ -70,7 +70,6 @@ class CallResult:
         self.changed = []       # indices of arguments the call changed
         self.ext_calls = None   # ModelNew: calls into its extensions
         self.noop_ok = None     # a no-op call: the switch took (read back)
-        self.unmatched = []     # ModelNew: its tensors without a Model counterpart
 
 
 def stream_fix(abi):
