@@ -204,15 +204,25 @@ def report(items, path):
 
 def _run_all(ex, a, cfg, items, runs, t0):
     """Strict runs first; a kernelbench-mode run for each one rejected or
-    with a claimed speedup, while 60% of the deadline is left."""
+    with a claimed speedup, while 60% of the deadline is left. --modes
+    kernelbench: every kernel in that mode only (a second run that
+    completes a first one the deadline cut); --modes strict: no second."""
     left = lambda: max(1.0, a.deadline - (time.monotonic() - t0))
-    strict = {ex.submit(_run_one, a.bin, cfg, it, "strict", runs, False): it for it in items}
+    modes = a.modes.split(",")
     kbf = {}
+    if "strict" not in modes:
+        for it in items:
+            kbf[ex.submit(_run_one, a.bin, cfg, it, "kernelbench", runs,
+                          bool(it.claim.get("speedup")))] = it
+        for f in concurrent.futures.as_completed(kbf, timeout=left()):
+            kbf[f].kb = f.result()
+        return
+    strict = {ex.submit(_run_one, a.bin, cfg, it, "strict", runs, False): it for it in items}
     for f in concurrent.futures.as_completed(strict, timeout=left()):
         it = strict[f]
         it.strict = f.result()
         v, _, _ = _summary(it.strict)
-        if (v != "verified" or it.claim.get("speedup")) and \
+        if "kernelbench" in modes and (v != "verified" or it.claim.get("speedup")) and \
                 time.monotonic() - t0 < a.deadline * 0.6:
             kbf[ex.submit(_run_one, a.bin, cfg, it, "kernelbench", runs,
                           bool(it.claim.get("speedup")))] = it
@@ -232,6 +242,9 @@ def main():
     ap.add_argument("--pick", type=int, default=6, help="leaderboard problems per level")
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--deadline", type=float, default=560, help="seconds for the whole run")
+    ap.add_argument("--modes", default="strict,kernelbench",
+                    choices=("strict,kernelbench", "strict", "kernelbench"),
+                    help="kernelbench alone: every kernel in that mode, none strict")
     a = ap.parse_args()
     t0 = time.monotonic()
     os.makedirs(a.workdir, exist_ok=True)

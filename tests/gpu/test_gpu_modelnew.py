@@ -85,8 +85,13 @@ def test_modelnew_on_its_stream_verified_with_custom_work(mn_runs):
         t = c["timing"]
         print(c["name"], t["kernel"]["median_ms"], t["speedup_eager"], t.get("custom_share"))
         assert t["kernel"]["median_ms"] > 0
-        # one kernel doing all of the work: most of the time is its own
-        assert t["custom_share"] is not None and t["custom_share"] > 0.3, t
+        assert t["custom_share"] is not None and t["custom_share"] > 0, t
+        # one kernel doing all of the work: most of the time is its own, once
+        # the call is not launch-bound (H200, 2026-12-03: a 4.9 us ModelNew
+        # call at 8x8192 spent 11% of it in the kernel, the rest in Python
+        # and torch's dispatch; 73% at 16x16384)
+        if t["kernel"]["median_ms"] >= 0.02:
+            assert t["custom_share"] > 0.3, t
 
 
 def test_default_stream_modelnew_rejected_strict_verified_kernelbench(mn_runs):

@@ -67,3 +67,41 @@ def test_items_and_report(tmp_path):
     assert " NO " in rows["leaderboardL2 7_Conv (m2)"]
     assert " yes " in rows["kernelbench-adversarialzero_out"]
     assert "kernels," in text.splitlines()[-1]
+
+
+def test_modes_choose_which_runs(tmp_path, monkeypatch):
+    """--modes kernelbench runs every kernel in that mode only (timed where a
+    speedup was claimed), strict none of them a second time; the default
+    runs strict first and kernelbench for the rejected and the claimed."""
+    import concurrent.futures
+    import time
+    import types
+    rk, kb, lb = _corpora(tmp_path / "src")
+    calls = []
+
+    def fake(binary, cfg, item, mode, outdir, timing):
+        calls.append((item.name, mode, timing))
+        v = "rejected" if item.source == "kernelbench-adversarial" else "verified"
+        return {"rc": 0, "wall_s": 0, "ev": {"verdict": v, "reasons": []}}
+    monkeypatch.setattr(corpora, "_run_one", fake)
+
+    def run(modes):
+        calls.clear()
+        items = corpora.robust_kbench(rk, str(tmp_path / modes)) + \
+            corpora.kernelbench_adversarial(kb, str(tmp_path / modes)) + \
+            corpora.leaderboard(lb, kb, str(tmp_path / modes), 3)
+        a = types.SimpleNamespace(bin="kb", deadline=600.0, modes=modes)
+        with concurrent.futures.ThreadPoolExecutor(2) as ex:
+            corpora._run_all(ex, a, "cfg", items, str(tmp_path), time.monotonic())
+        return items, sorted(calls)
+    items, c = run("kernelbench")
+    assert {m for _, m, _ in c} == {"kernelbench"} and len(c) == len(items)
+    assert all(i.kb is not None and i.strict is None for i in items)
+    assert ("L2 7_Conv (m2)", "kernelbench", True) in c
+    items, c = run("strict")
+    assert {m for _, m, _ in c} == {"strict"} and len(c) == len(items)
+    items, c = run("strict,kernelbench")
+    kbm = [n for n, m, _ in c if m == "kernelbench"]
+    # the adversarial one (rejected) and the claimed ones get a second run
+    assert "zero_out" in kbm and "L2 7_Conv (m2)" in kbm
+    assert len([n for n, m, _ in c if m == "strict"]) == len(items)

@@ -285,8 +285,9 @@ def test_uncapturable_kernel_puts_every_fn_on_events():
     assert res["eager"]["median_ms"] == pytest.approx(0.006)
     assert dev.capturing is None
     assert dev.graphs and all(g.dropped for g in dev.graphs)
-    # the events method then ran to its own stopping rule
-    assert res["kernel"]["reps"] == 1000
+    # the events method then ran to its own stopping rule: noiseless, the
+    # +-1% interval holds at the first look
+    assert res["kernel"]["reps"] == timing.EVENTS_CI_MIN_REPS
 
 
 def test_native_call_refused_under_capture():
@@ -352,6 +353,55 @@ def test_ci_target_and_max_reps_bound_the_rounds():
     dev = FakeDevice(jitter=noise)
     res = run(dev, {"kernel": lambda: dev.kernel(4.0)}, ci_target=0.5)
     assert res["kernel"]["samples"] == timing.GRAPH_MIN_ROUNDS
+
+
+def test_events_stop_once_every_median_is_known_to_the_target():
+    """Per-call events of a launch-bound kernel stop at the CI target, not
+    at max_reps: noisier samples take more repetitions, a target of 0
+    (or one never met) runs to max_reps, and every fn must meet it."""
+    def reps_for(sd_us, target, eager_sd_us=None):
+        rng = random.Random(7)
+        who = ["kernel"]
+        sds = {"kernel": sd_us, "eager": sd_us if eager_sd_us is None else eager_sd_us}
+
+        def noise(op):
+            return rng.gauss(0.0, sds[who[0]]) if op == "kernel" else 0.0
+        dev = FakeDevice(jitter=noise)
+
+        def call(name, us):
+            who[0] = name
+            dev.kernel(us)
+        res = run(dev, {"kernel": lambda: call("kernel", 4.0), "eager": lambda: call("eager", 5.0)},
+                  method="events", ci_target=target, max_reps=1000)
+        assert methods(res) == {"events"}
+        for st in res.values():
+            assert st["reps"] == res["kernel"]["reps"]
+        return res
+    quiet = reps_for(0.05, 0.01)
+    noisy = reps_for(0.4, 0.01)
+    assert quiet["kernel"]["reps"] == timing.EVENTS_CI_MIN_REPS
+    assert timing.EVENTS_CI_MIN_REPS < noisy["kernel"]["reps"] < 1000
+    assert noisy["kernel"]["reps"] % timing.EVENTS_CI_EVERY == 0
+    assert noisy["kernel"]["ci_rel"] <= 0.01
+    # a noisy eager holds the quiet kernel's measurement too
+    both = reps_for(0.0, 0.01, eager_sd_us=0.5)
+    assert both["kernel"]["reps"] > timing.EVENTS_CI_MIN_REPS
+    assert reps_for(0.4, 1e-9)["kernel"]["reps"] == 1000
+
+
+def test_events_stop_at_the_timer_resolution():
+    """Samples on a 0.5 us grid (CUDA events' step) whose median sits
+    between two steps never reach +-1% (one step is 6% of 8 us): the
+    interval spanning one step is as known as it gets, and the measurement
+    stops; spread over many steps it goes on."""
+    rng = random.Random(3)
+    two = [8.0 if rng.random() < 0.5 else 8.5 for _ in range(64)]
+    assert timing.ci_rel(two) > 0.01
+    assert timing._known_to(two, 0.01)
+    wide = [7.0] * 30 + [7.5] * 4 + [10.0] * 30
+    assert not timing._known_to(wide, 0.01)
+    assert timing._known_to([8.0] * 64, 0.01)
+    assert not timing._known_to([8.0], 0.01)
 
 
 def test_min_time_ends_rounds_after_the_minimum():

@@ -75,8 +75,10 @@ measure(fns, *, device, warmup=5, min_time_ms=100, max_reps=1000,
       is not timed: the events time device work only. The device is
       synchronised after each timed call (after its end event), so work a
       fn leaves running on another stream cannot slow the next fn.
-      Repetitions until the slowest fn's summed time reaches min_time_ms or
-      max_reps (the probe's repetitions count).
+      Repetitions until the slowest fn's summed time reaches min_time_ms,
+      or max_reps (the probe's repetitions count), or, after
+      EVENTS_CI_MIN_REPS, every fn's median is known to +-ci_target
+      (default EVENTS_CI_TARGET, +-1%) or to one step of the timer.
 
       "graph": for short calls, where the events' resolution and jitter
       are a large part of a call. Per fn one CUDA graph of `batch` (L2
@@ -233,6 +235,13 @@ GRAPH_MAX_BATCH = 64
 GRAPH_MIN_ROUNDS = 10
 GRAPH_REPLAY_MAX_MS = 10.0  # "auto": no graphs when a batch of the longest fn takes longer
 CI_TARGET = 0.005           # rounds stop once every median is known to +-0.5%
+# "events" stops once every median is known to +-1% (95%): on the H200
+# (2026-12-03, bench-eval) a 4 us kernel's 1000 repetitions, each behind
+# its flush, lead and device sync, cost 0.5 s per fn and config, 8.7 s of
+# a 10.4 s candidate, for a +-0.42% interval nobody reads at that grain
+EVENTS_CI_TARGET = 0.01
+EVENTS_CI_MIN_REPS = 64
+EVENTS_CI_EVERY = 16
 GRAPH_TRUST = 0.5           # a graph under half the per-call median is not trusted
 GRAPH_TRUST_SLACK_MS = 0.002
 _sleep_rate = {}
@@ -471,6 +480,30 @@ def ci_rel(samples):
     if not med or not math.isfinite(med) or med <= 0:
         return None
     return (ci[1] - ci[0]) / 2.0 / med
+
+
+def _quantum(sorted_vals):
+    """The timer's step as the samples show it: their smallest positive
+    difference (None when all are equal)."""
+    gaps = [b - a for a, b in zip(sorted_vals, sorted_vals[1:]) if b > a]
+    return min(gaps) if gaps else None
+
+
+def _known_to(samples, target):
+    """True when the median's 95% interval is within +-target, or spans no
+    more than one step of the timer: CUDA events resolve about 0.5 us (H200,
+    2026-12-03: a 7.6 us eager call stayed at ci_rel 2.3% after 999
+    repetitions, its median between two adjacent steps), and no number of
+    repetitions narrows an interval below that."""
+    c = ci_rel(samples)
+    if c is None:
+        return False
+    if c <= target:
+        return True
+    s = sorted(samples)
+    lo, hi = median_ci(s)
+    q = _quantum(s)
+    return q is not None and hi - lo <= q * (1.0 + 1e-9)
 
 
 def _bad_rc(value):
@@ -915,6 +948,16 @@ class _EventTimer:
     def enough(self, min_time_ms, max_reps):
         return _enough(self.totals, self.reps, min_time_ms, max_reps)
 
+    def precise(self, target):
+        """True once every fn's median is known to +-target (ci_rel), after
+        at least EVENTS_CI_MIN_REPS repetitions, checked every
+        EVENTS_CI_EVERY: a launch-bound call never reaches min_time_ms, and
+        its last hundreds of repetitions only narrow an interval that is
+        already far inside what a speedup is reported to."""
+        if not target or self.reps < EVENTS_CI_MIN_REPS or self.reps % EVENTS_CI_EVERY:
+            return False
+        return all(_known_to(self.samples[name], target) for name in self.names)
+
     def medians(self):
         return {n: _median(self.samples[n]) if self.samples[n] else None
                 for n in self.names}
@@ -1109,6 +1152,7 @@ def _measure_graph(dev, fns, names, ev, est_ms, min_time_ms, max_reps, ci_target
 def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
                     method="auto", ci_target=None, graph_below_ms=None, prepare=None):
     """measure() on a CUDA device (dev: TorchCuda or a stand-in)."""
+    events_ci = EVENTS_CI_TARGET if ci_target is None else float(ci_target)
     ci_target = CI_TARGET if ci_target is None else float(ci_target)
     graph_below_ms = GRAPH_BELOW_MS if graph_below_ms is None else float(graph_below_ms)
     dev.warm_clocks(CLOCK_WARM_MS)
@@ -1160,7 +1204,7 @@ def _measure_device(dev, fns, names, warmup, min_time_ms, max_reps,
                 "shortest call %.4f ms" % (per_name[names[0]]["batch"],
                                            per_name[names[0]]["batch"], shortest)))
         why = fell_back
-    while not ev.enough(min_time_ms, max_reps):
+    while not ev.enough(min_time_ms, max_reps) and not ev.precise(events_ci):
         ev.step()
     out = ev.finish({n: ev.stats(n) for n in names}, "events", why)
     for st in out.values():
