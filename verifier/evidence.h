@@ -9,7 +9,10 @@
  *                  "build": { build.json's fields, "library" } | null,
  *                  "static": [ { "line", "rule", "message" } ],
  *                  "started_at": "2026-12-02T10:04:11Z", "finished_at": ...,
- *                  "seconds": x }
+ *                  "seconds": x,
+ *                  "placement": { "device", "worker", "workers_on_device",
+ *                                 "shared_with" } }   // from a worker only
+ *                                 (harness_pool.h, PROTOCOL.md "Placement")
  * and environment.kernelbot = the version. Rejections the bot decides
  * itself (static findings, a failed build, a crash or timeout of the
  * harness) use the same shape, with reasons whose check is "static",

@@ -5,6 +5,7 @@
 #include "verifier/evidence.h"
 #include "verifier/harness_log.h"
 #include "verifier/harness_runner.h"
+#include "verifier/harness_pool.h"
 #include "verifier/harness_worker.h"
 #include "core/log.h"
 #include "core/redact.h"
@@ -420,6 +421,17 @@ static void read_channel(const struct strbuf *data, const char *nonce, struct ch
 	}
 }
 
+cJSON *kb_harness_channel_result(const struct strbuf *data, const char *nonce, int *ignored)
+{
+	struct channel ch = { 0 };
+
+	read_channel(data, nonce, &ch);
+	free(ch.stage);
+	if (ignored)
+		*ignored = ch.ignored;
+	return ch.result;
+}
+
 const char *kb_harness_request_backend(const cJSON *request)
 {
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(request, "backend");
@@ -661,10 +673,11 @@ int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg)
 
 void kb_verifier_release(struct kb_verifier *vf)
 {
-	if (vf->worker) {
-		kb_harness_worker_release(vf->worker);
-		FREE_AND_NULL(vf->worker);
+	if (vf->pool) {
+		kb_harness_pool_release(vf->pool);
+		FREE_AND_NULL(vf->pool);
 	}
+	vf->worker = NULL;
 	kb_datadir_release(&vf->dd);
 	kb_build_env_release(&vf->build);
 	kb_harness_release(&vf->harness);
@@ -853,7 +866,10 @@ struct cand {
 	struct kb_build_result build;
 	bool has_build;         /* the build result goes into the evidence */
 	cJSON *ev;              /* decided before the harness (static, build) */
+	cJSON *placement;       /* where a worker of the pool ran it (harness_pool.h) */
 	double static_s, build_s, harness_s;
+	double harness_t0;      /* its request was made */
+	char op_hash[65];       /* the operator's in the baseline cache, "": none */
 	int64_t wall0;
 };
 
@@ -872,6 +888,7 @@ static void cand_release(struct cand *c)
 	kb_findings_release(&c->findings);
 	kb_build_result_release(&c->build);
 	cJSON_Delete(c->ev);
+	cJSON_Delete(c->placement);
 }
 
 /* Read, resolve the backend, static checks. 0, or -1 (usage error, logged). */
@@ -1018,18 +1035,17 @@ static int64_t eval_limit_ms(const struct kb_eval_opts *o, int64_t limit_ms)
 	return limit_ms > 0 && limit_ms < left ? limit_ms : left;
 }
 
-/* The harness's verdict on one built candidate. 0, -1, KB_ECANCELLED. */
-static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c)
+/* The request for one built candidate and the bot's kill for it. 0, or -1 (logged). */
+static int harness_request(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c,
+			   cJSON **request, int64_t *kill_ms)
 {
-	struct kb_harness harness;
 	cJSON *req, *kernel;
 	int64_t timeout_ms = eval_limit_ms(o, o->timeout_s > 0 ? o->timeout_s * 1000
 							  : vf->harness.timeout_ms);
 	bool timed = o->timing || (o->mode && !strcmp(o->mode, "bench"));
-	char op_hash[65] = "";
-	double t = mono_s();
-	int rc;
 
+	c->harness_t0 = mono_s();
+	c->op_hash[0] = '\0';
 	req = kb_harness_request(vf->cfg, o->mode, o->operator_path, o->pass, c->backend, o->timing);
 	if (!req)
 		return -1;
@@ -1054,20 +1070,37 @@ static int run_harness(struct kb_verifier *vf, const struct kb_eval_opts *o, str
 	}
 	/* the operator's cached baselines, measured once per device (baseline_cache.h) */
 	if (timed)
-		kb_baseline_cache_request(vf, o->operator_path, req, op_hash);
-	timeout_ms = judge_timeout_ms(vf, req, timeout_ms, timed);
-	if (vf->worker) {
-		rc = kb_harness_worker_eval(vf->worker, req, timeout_ms, &c->ev, NULL);
-	} else {
-		/* a per-call view of the harness settings (borrowed, never
-		 * released): --timeout applies to this call only */
-		harness = vf->harness;
-		harness.timeout_ms = timeout_ms;
-		rc = kb_harness_call(&harness, req, &c->ev, NULL);
-	}
-	c->harness_s = mono_s() - t;
-	if (!rc && c->ev)
-		kb_baseline_cache_keep(vf, op_hash, c->ev);
+		kb_baseline_cache_request(vf, o->operator_path, req, c->op_hash);
+	*kill_ms = judge_timeout_ms(vf, req, timeout_ms, timed);
+	*request = req;
+	return 0;
+}
+
+/* The judge's verdict arrived: the bot's share of it. */
+static void harness_answered(struct kb_verifier *vf, struct cand *c)
+{
+	c->harness_s = mono_s() - c->harness_t0;
+	if (c->ev)
+		kb_baseline_cache_keep(vf, c->op_hash, c->ev);
+}
+
+/* The harness's verdict on one built candidate, in a fresh process. 0, -1, KB_ECANCELLED. */
+static int run_fresh(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *c)
+{
+	struct kb_harness harness;
+	cJSON *req;
+	int64_t timeout_ms;
+	int rc;
+
+	if (harness_request(vf, o, c, &req, &timeout_ms))
+		return -1;
+	/* a per-call view of the harness settings (borrowed, never
+	 * released): --timeout applies to this call only */
+	harness = vf->harness;
+	harness.timeout_ms = timeout_ms;
+	rc = kb_harness_call(&harness, req, &c->ev, NULL);
+	if (!rc)
+		harness_answered(vf, c);
 	cJSON_Delete(req);
 	return rc;
 }
@@ -1108,13 +1141,18 @@ static void cand_finish(struct cand *c)
 	meta.finished_at = kb_wall_s();
 	meta.seconds = c->static_s + c->build_s + c->harness_s;
 	kb_evidence_annotate(c->ev, &meta);
+	if (c->placement) {
+		cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(c->ev, "kernelbot"), "placement",
+				      c->placement);
+		c->placement = NULL;
+	}
 }
 
-/* The worker's wait hook: the harness's stage, config and seed as the progress activity. */
-static void show_harness_wait(const char *stage, int config, int seed, void *payload)
+/* The harness's stage, config and seed on kernel as the progress activity; stage NULL: a tick. */
+static void show_activity(struct kb_verifier *vf, const char *kernel, const char *stage, int config,
+			  int seed)
 {
-	struct kb_verifier *vf = payload;
-	const char *k = vf->current ? vf->current : "kernel";
+	const char *k = kernel ? kernel : "kernel";
 	const char *slash = strrchr(k, '/');
 
 	if (slash)
@@ -1129,14 +1167,133 @@ static void show_harness_wait(const char *stage, int config, int seed, void *pay
 		kb_progress_activity(vf->progress, "%s: %s", k, stage);
 }
 
+/* A worker's wait hook outside a pool run (tune.c's describe and points). */
+static void show_harness_wait(const char *stage, int config, int seed, void *payload)
+{
+	struct kb_verifier *vf = payload;
+
+	show_activity(vf, vf->current, stage, config, seed);
+}
+
 void kb_verifier_use_worker(struct kb_verifier *vf)
 {
-	if (vf->worker)
+	struct strvec devices = STRVEC_INIT;
+	int gpus = vf->probe && vf->probe->cuda_available ? vf->probe->device_count : 0;
+
+	if (vf->pool) {
+		if (!vf->worker)
+			vf->worker = &vf->pool->w[0];
 		return;
-	vf->worker = xmalloc(sizeof(*vf->worker));
-	kb_harness_worker_init(vf->worker, &vf->harness);
-	vf->worker->on_wait = show_harness_wait;
-	vf->worker->on_wait_payload = vf;
+	}
+	kb_harness_pool_devices(vf->cfg->devices, getenv("CUDA_VISIBLE_DEVICES"), gpus, &devices);
+	vf->pool = xmalloc(sizeof(*vf->pool));
+	kb_harness_pool_init(vf->pool, &vf->harness, &devices,
+			     vf->cfg->workers_per_device > 0 ? (size_t)vf->cfg->workers_per_device : 1);
+	for (size_t k = 0; k < vf->pool->nr; k++) {
+		vf->pool->w[k].on_wait = show_harness_wait;
+		vf->pool->w[k].on_wait_payload = vf;
+	}
+	vf->worker = &vf->pool->w[0];
+	log_debug("harness workers: %zu (%zu per device; devices: %zu, 0: not pinned)", vf->pool->nr,
+		  vf->pool->per_device, devices.nr);
+	strvec_clear(&devices);
+}
+
+/* One kb_verifier_evaluate_many call's candidates and where their evidence goes. */
+struct batch {
+	struct kb_verifier *vf;
+	const struct kb_eval_opts *o;
+	struct cand *cs;
+	const char *const *kernels;
+	cJSON **evidence;
+	kb_eval_done_fn done;
+	void *payload;
+	size_t *which;          /* a pool job's candidate */
+};
+
+/* Candidate i's evidence is complete: hand it over. */
+static void report(struct batch *b, size_t i)
+{
+	cand_finish(&b->cs[i]);
+	b->evidence[i] = b->cs[i].ev;
+	b->cs[i].ev = NULL;
+	if (b->done)
+		b->done(i, b->kernels[i], b->evidence[i], b->payload);
+}
+
+static int pool_request(size_t j, cJSON **request, int64_t *timeout_ms, void *payload)
+{
+	struct batch *b = payload;
+	size_t i = b->which[j];
+
+	show_activity(b->vf, b->kernels[i], "waiting for the harness", -1, -1);
+	return harness_request(b->vf, b->o, &b->cs[i], request, timeout_ms);
+}
+
+static void pool_done(size_t j, cJSON *evidence, cJSON *placement, void *payload)
+{
+	struct batch *b = payload;
+	struct cand *c = &b->cs[b->which[j]];
+
+	c->ev = evidence;
+	c->placement = placement;
+	harness_answered(b->vf, c);
+	report(b, b->which[j]);
+}
+
+static void pool_wait(size_t j, const char *stage, int config, int seed, void *payload)
+{
+	struct batch *b = payload;
+
+	show_activity(b->vf, j == SIZE_MAX ? NULL : b->kernels[b->which[j]], stage, config, seed);
+}
+
+/* The candidates still undecided, spread over the pool's workers. 0, -1, KB_ECANCELLED. */
+static int judge_in_pool(struct batch *b, size_t n)
+{
+	struct kb_pool_job *jobs = xcalloc(n ? n : 1, sizeof(*jobs));
+	struct kb_pool_ops ops = { pool_request, pool_done, pool_wait, b };
+	size_t m = 0;
+	int rc;
+
+	b->which = xcalloc(n ? n : 1, sizeof(*b->which));
+	for (size_t i = 0; i < n; i++) {
+		if (b->evidence[i])
+			continue;
+		jobs[m].backend = kb_backend_name(b->cs[i].backend);
+		jobs[m].tag = b->cs[i].sha;
+		b->which[m++] = i;
+	}
+	rc = kb_harness_pool_run(b->vf->pool, jobs, m, &ops);
+	free(jobs);
+	FREE_AND_NULL(b->which);
+	return rc;
+}
+
+/* Trusted peaks, then the workers start (python and torch load while the compiler works). */
+static int prepare_workers(struct kb_verifier *vf, const struct kb_eval_opts *o, struct cand *cs,
+			   size_t n)
+{
+	size_t pending = 0;
+	const char *backend = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		if (!cs[i].ev) {
+			backend = kb_backend_name(cs[i].backend);
+			pending++;
+		}
+	/* trusted peaks first: a worker or harness started later sees them */
+	if (o->timing && backend) {
+		kb_progress_activity(vf->progress, "the machine's copy and matrix peaks (once per state dir)");
+		for (size_t i = 0; i < n; i++)
+			if (!cs[i].ev)
+				kb_harness_trusted_peaks(&vf->harness, kb_backend_name(cs[i].backend));
+	}
+	if (!vf->worker || !vf->pool || !backend)
+		return 0;
+	/* the operator already in the sandbox's view */
+	kb_harness_pool_see(vf->pool, o->operator_path);
+	return kb_harness_pool_start(vf->pool, backend, pending);
 }
 
 int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts *o,
@@ -1144,6 +1301,7 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 			      kb_eval_done_fn done, void *payload)
 {
 	struct cand *cs = xcalloc(n ? n : 1, sizeof(*cs));
+	struct batch b = { vf, o, cs, kernels, evidence, done, payload, NULL };
 	size_t nr_native = 0;
 	int rc = 0;
 
@@ -1158,27 +1316,9 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 		rc = cand_prepare(vf, o, &cs[i]);
 	if (rc)
 		goto out;
-
-	/* trusted peaks first (a worker or harness started later sees them);
-	 * then python and torch start while the compiler works, with the
-	 * operator already in the sandbox's view */
-	for (size_t i = 0; o->timing && i < n; i++)
-		if (!cs[i].ev) {
-			kb_progress_activity(vf->progress, "the machine's copy and matrix peaks (once per state dir)");
-			kb_harness_trusted_peaks(&vf->harness, kb_backend_name(cs[i].backend));
-		}
-	if (vf->worker)
-		kb_harness_worker_see(vf->worker, o->operator_path);
-	if (vf->worker)
-		for (size_t i = 0; i < n; i++)
-			if (!cs[i].ev) {
-				if (kb_harness_worker_start(vf->worker, kb_backend_name(cs[i].backend)) ==
-				    KB_ECANCELLED) {
-					rc = KB_ECANCELLED;
-					goto out;
-				}
-				break;
-			}
+	rc = prepare_workers(vf, o, cs, n);
+	if (rc)
+		goto out;
 	for (size_t i = 0; i < n; i++)
 		nr_native += !cs[i].ev && cs[i].abi == KB_ABI_NATIVE;
 	if (nr_native)
@@ -1193,21 +1333,24 @@ int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts 
 	if (rc)
 		goto out;
 
-	for (size_t i = 0; i < n; i++) {
-		if (!cs[i].ev) {
-			vf->current = kernels[i];
-			show_harness_wait(vf->worker ? "waiting for the harness" : "in a fresh harness process",
-					  -1, -1, vf);
-			rc = run_harness(vf, o, &cs[i]);
-			vf->current = NULL;
-			if (rc)
-				goto out;
-		}
-		cand_finish(&cs[i]);
-		evidence[i] = cs[i].ev;
-		cs[i].ev = NULL;
-		if (done)
-			done(i, kernels[i], evidence[i], payload);
+	/* what the static checks and the builds decided is complete first;
+	 * the harness's verdicts follow in the order they come */
+	for (size_t i = 0; i < n; i++)
+		if (cs[i].ev)
+			report(&b, i);
+	if (vf->worker && vf->pool) {
+		rc = judge_in_pool(&b, n);
+		goto out;
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (evidence[i])
+			continue;
+		vf->current = kernels[i];
+		show_activity(vf, kernels[i], "in a fresh harness process", -1, -1);
+		rc = run_fresh(vf, o, &cs[i]);
+		vf->current = NULL;
+		if (!rc)
+			report(&b, i);
 	}
 out:
 	for (size_t i = 0; i < n; i++)

@@ -154,6 +154,13 @@ void kb_harness_timeout_message(int64_t timeout_ms, const char *stage, struct st
  */
 cJSON *kb_harness_settle(cJSON *result, const char *why_check, const char *msg, int config, int seed);
 /*
+ * The last result record on a channel's captured bytes (data) that carries
+ * nonce, raw and untrusted (the caller frees it), or NULL; *ignored (may be
+ * NULL) counts the lines without the nonce. For scripts spoken to like the
+ * harness (verifier/wiring.h).
+ */
+cJSON *kb_harness_channel_result(const struct strbuf *data, const char *nonce, int *ignored);
+/*
  * environment.worker_pid as the bot sees the harness process (its pid
  * namespace's own numbers mean nothing outside the sandbox): pid.
  */
@@ -162,6 +169,7 @@ void kb_harness_host_pid(cJSON *evidence, pid_t pid);
 /* --- one candidate, start to finish --- */
 
 struct kb_harness_worker;
+struct kb_harness_pool;
 struct kb_progress;
 struct kb_state;
 
@@ -173,8 +181,10 @@ struct kb_verifier {
 	struct kb_build_env build;
 	struct kb_harness harness;
 	/* NULL: a fresh harness process per evaluation (kb_harness_call);
-	 * else evaluations go to this long-lived worker (kb_verifier_use_worker) */
+	 * else evaluations go to the long-lived workers of pool, one set per
+	 * device (kb_verifier_use_worker), and worker is the first of them */
 	struct kb_harness_worker *worker;
+	struct kb_harness_pool *pool;
 	/* NULL, or the caller's progress (core/progress.h): evaluations show
 	 * what they are doing (peaks, builds, the harness's config and seed)
 	 * as the activity of the caller's current stage, never a stage of
@@ -189,15 +199,18 @@ struct kb_verifier {
 
 /* Find the data dir and the python with torch, prepare build and harness. 0 or -1 (logged). */
 int kb_verifier_init(struct kb_verifier *vf, const struct kb_config *cfg);
-/* Stops and frees the worker too. */
+/* Stops and frees the workers too. */
 void kb_verifier_release(struct kb_verifier *vf);
 
 /*
- * From now on evaluate candidates in one long-lived harness worker
- * (harness_worker.h): started when first needed, restarted after a crash,
- * a lost CUDA context or a timeout, stopped by kb_verifier_release. Saves
- * python's, torch's and CUDA's start-up (seconds) and the operator's
- * loading and torch.compile baselines on every candidate after the first.
+ * From now on evaluate candidates in long-lived harness workers
+ * (harness_worker.h): [harness] workers_per_device of them for each of
+ * [harness] devices (harness_pool.h: auto is CUDA_VISIBLE_DEVICES, else
+ * every GPU torch sees), each started when first needed, restarted after
+ * a crash, a lost CUDA context or a timeout, stopped by
+ * kb_verifier_release. Saves python's, torch's and CUDA's start-up
+ * (seconds) and the operator's loading and torch.compile baselines on
+ * every candidate after the first.
  */
 void kb_verifier_use_worker(struct kb_verifier *vf);
 
@@ -254,12 +267,17 @@ typedef void (*kb_eval_done_fn)(size_t i, const char *kernel_path, const cJSON *
 /*
  * kb_verifier_evaluate for n kernels of one operator (o->kernel_path is
  * not used): all statically checked, the native ones that pass built in
- * parallel (kb_build_many; the worker, if vf uses one, starts meanwhile),
- * then evaluated one after another. evidence[i] (n slots, set to NULL
- * first) receives kernel i's. Returns 0 when every kernel has evidence;
- * -1 on the first usage or environment error (logged; the evidence made
- * so far stays for the caller to free), KB_ECANCELLED on a stop request.
- * done may be NULL.
+ * parallel (kb_build_many; the workers, if vf uses them, start
+ * meanwhile), then judged: spread over the workers, as many at once as
+ * there are workers for their backend (harness_pool.h; the evidence's
+ * kernelbot.placement says which device and worker, and what shared the
+ * device meanwhile), else one after another in fresh processes.
+ * evidence[i] (n slots, set to NULL first) receives kernel i's, and done
+ * (may be NULL) hears of it on the caller's thread: first the kernels the
+ * static checks or the build rejected, then the others in the order the
+ * harness finishes them. Returns 0 when every kernel has evidence; -1 on
+ * the first usage or environment error (logged; the evidence made so far
+ * stays for the caller to free), KB_ECANCELLED on a stop request.
  */
 int kb_verifier_evaluate_many(struct kb_verifier *vf, const struct kb_eval_opts *o,
 			      const char *const *kernels, size_t n, cJSON **evidence,

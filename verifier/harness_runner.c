@@ -51,6 +51,10 @@ int kb_harness_runner_start(struct kb_harness_runner *r, const struct kb_harness
 	runner_script(h, &script);
 	strvec_pushl(&r->cp.args, h->python, "-I", "-B", "-u", script.buf, "--zygote", "3", NULL);
 	strvec_pushf(&r->cp.env, "TMPDIR=%s", r->dir);
+	/* a judge pinned to one device (harness_worker.h): its kernels run there too */
+	for (size_t i = 0; i < judge->env.nr; i++)
+		if (!strncmp(judge->env.v[i], "CUDA_VISIBLE_DEVICES=", 21))
+			strvec_push(&r->cp.env, judge->env.v[i]);
 	r->cp.dir = r->dir;
 	r->cp.keep_tail = true;
 	r->cp.out_cap = r->cp.err_cap = RUNNER_LOG_CAP;

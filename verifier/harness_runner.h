@@ -33,7 +33,8 @@ void kb_harness_runner_init(struct kb_harness_runner *r);
 /*
  * Start the zygote for backend, seeing h->view_ro plus paths (may be
  * NULL) read-only, and hand the judge's end of the socket to judge (as
- * pass_fd, with KB_RUNNER_FD in its env). Nothing is started when the
+ * pass_fd, with KB_RUNNER_FD in its env). A CUDA_VISIBLE_DEVICES already in
+ * judge->env is the zygote's too (a worker pinned to one device). Nothing is started when the
  * sandbox is off or a test hook replaces the harness (the judge then
  * starts its own). Returns 0 or -1 (logged).
  */

@@ -92,6 +92,7 @@ void kb_harness_worker_stop(struct kb_harness_worker *w)
 
 void kb_harness_worker_release(struct kb_harness_worker *w)
 {
+	kb_harness_worker_abandon(w);
 	kb_harness_worker_stop(w);
 	child_process_release(&w->cp);
 	strvec_clear(&w->seen);
@@ -124,6 +125,8 @@ int kb_harness_worker_start(struct kb_harness_worker *w, const char *backend)
 	/* the dir only names the worker in ps (which state dir it serves) */
 	strvec_pushl(&cp->args, "--serve", w->dir, NULL);
 	strvec_pushf(&cp->env, "TMPDIR=%s", w->dir);
+	if (w->device && !strcmp(backend, "cuda"))
+		strvec_pushf(&cp->env, "CUDA_VISIBLE_DEVICES=%s", w->device);
 	strbuf_addf(&in, "%s\n", w->nonce);
 	cp->in = in.buf;
 	cp->in_len = in.len;
@@ -224,29 +227,23 @@ static int64_t left_ms(int64_t deadline)
 	return left > 0 ? left : 1;
 }
 
-enum outcome { GOT_RESULT, DIED, TIMED_OUT, CANCELLED };
+enum outcome { PENDING, GOT_RESULT, DIED, TIMED_OUT, CANCELLED, FAILED };
+
+/* The request in flight, from kb_harness_worker_send to kb_harness_worker_collect. */
+struct kb_harness_flight {
+	cJSON *request;           /* a copy: a second attempt and the log need it */
+	struct strbuf dir, path;  /* its eval-XXXXXX dir (removed at the end) and request.json */
+	struct reply r;
+	int64_t t0, deadline;     /* deadline 0: none */
+	int attempt;
+	bool started;             /* a worker was started for it */
+	enum outcome res;
+	int exit_code;            /* the worker's, when it ended during the request */
+	int rc;                   /* FAILED: -1 */
+};
 
 /* How often on_wait hears that a request still runs. */
 #define WAIT_TICK_MS 1000
-
-/*
- * child_read_line until the deadline; with an on_wait hook the wait is cut
- * in slices so that the hook hears about once a second that it goes on.
- */
-static int read_reply_line(struct kb_harness_worker *w, struct strbuf *line, int64_t deadline)
-{
-	for (;;) {
-		int64_t slice = left_ms(deadline);
-		int rc;
-
-		if (w->on_wait && (!slice || slice > WAIT_TICK_MS))
-			slice = WAIT_TICK_MS;
-		rc = child_read_line(&w->cp, line, slice);
-		if (rc != KB_ETIMEOUT || !w->on_wait || (deadline && kb_now_ms() >= deadline))
-			return rc;
-		w->on_wait(NULL, -1, -1, w->on_wait_payload);
-	}
-}
 
 /*
  * A judge that says it measures baselines (progress stage "baselines":
@@ -262,163 +259,284 @@ static void allow_baselines(const struct kb_harness_worker *w, struct reply *r, 
 	}
 }
 
-/* Send the request path and read until its result, a death or the deadline. */
-static enum outcome exchange(struct kb_harness_worker *w, const char *path, int64_t *deadline,
-			     struct reply *r)
+static void flight_free(struct kb_harness_worker *w)
 {
+	struct kb_harness_flight *fl = w->flight;
+
+	if (!fl)
+		return;
+	if (fl->dir.len && kb_is_dir(fl->dir.buf) && kb_rm_rf(fl->dir.buf))
+		log_warn("could not remove the evaluation directory '%s'", fl->dir.buf);
+	cJSON_Delete(fl->request);
+	strbuf_release(&fl->dir);
+	strbuf_release(&fl->path);
+	reply_release(&fl->r);
+	free(fl);
+	w->flight = NULL;
+}
+
+static void take_rc(struct kb_harness_worker *w, struct kb_harness_flight *fl, int rc,
+		    const struct strbuf *line);
+
+/*
+ * Start a worker when none fit runs, write the request into a fresh dir
+ * of the worker's and send its path; fl->res says FAILED or CANCELLED
+ * when that could not be done, and what the write met otherwise.
+ */
+static void send_attempt(struct kb_harness_worker *w, struct kb_harness_flight *fl)
+{
+	const char *backend = kb_harness_request_backend(fl->request);
 	struct strbuf line = STRBUF_INIT;
-	enum outcome res;
 	int rc;
 
-	strbuf_addf(&line, "%s\n", path);
-	rc = child_write(&w->cp, line.buf, line.len, left_ms(*deadline));
+	fl->res = PENDING;
+	if (!*backend)
+		backend = "cpu";
+	if (w->running && !child_alive(&w->cp)) {
+		finish_command(&w->cp, 0);
+		log_warn("harness worker %s between evaluations (exit code %d); starting another",
+			 w->cp.exit_code > 128 ? "died" : "exited", w->cp.exit_code);
+		forget(w);
+	}
+	if (!w->running || strcmp(w->backend, backend) || w->view_stale) {
+		rc = kb_harness_worker_start(w, backend);
+		if (rc)
+			goto fail;
+		fl->started = true;
+	}
+	strbuf_reset(&fl->dir);
+	strbuf_addf(&fl->dir, "%s/eval-XXXXXX", w->dir);
+	if (!mkdtemp(fl->dir.buf)) {
+		rc = error_errno("could not create an evaluation directory in '%s'", w->dir);
+		strbuf_reset(&fl->dir);
+		goto fail;
+	}
+	rc = kb_harness_write_request(fl->request, fl->dir.buf, &fl->path);
+	if (rc)
+		goto fail;
+	/* the log tail is this request's */
+	strbuf_reset(&w->cp.out);
+	strbuf_reset(&w->cp.err);
+	w->cp.out_truncated = w->cp.err_truncated = false;
+	reply_release(&fl->r);
+	strbuf_addf(&line, "%s\n", fl->path.buf);
+	rc = child_write(&w->cp, line.buf, line.len, left_ms(fl->deadline));
 	w->requests++;
-	if (!rc)
-		rc = read_reply_line(w, &line, *deadline);
-	for (;;) {
-		if (rc == KB_ECANCELLED) {
-			res = CANCELLED;
+	strbuf_release(&line);
+	if (rc == KB_ETIMEOUT)
+		fl->res = TIMED_OUT;
+	else if (rc)
+		take_rc(w, fl, rc, NULL);
+	return;
+fail:
+	strbuf_release(&line);
+	fl->res = rc == KB_ECANCELLED ? CANCELLED : FAILED;
+	fl->rc = rc;
+}
+
+/* The worker died during fl: a death before its first record is not the candidate's doing. */
+static void died(struct kb_harness_worker *w, struct kb_harness_flight *fl)
+{
+	struct strbuf kept = STRBUF_INIT;
+
+	finish_command(&w->cp, DEATH_GRACE_MS);
+	fl->exit_code = w->cp.exit_code;
+	if (fl->r.records || fl->attempt) {
+		fl->res = DIED;
+		return;
+	}
+	/* something left over from an earlier candidate, or a broken start:
+	 * a fresh worker gets the request once more */
+	kb_harness_log_keep(w->h->log_dir, fl->request, NULL, &w->cp, &kept);
+	log_warn("harness worker died before answering (exit code %d%s%s); trying a fresh one",
+		 fl->exit_code, kept.len ? ", its output is in " : "", kept.buf);
+	strbuf_release(&kept);
+	forget(w);                /* its dir, and the request's in it, are gone */
+	strbuf_reset(&fl->dir);
+	fl->attempt++;
+	send_attempt(w, fl);
+}
+
+/* What child_read_line (or the request's write) returned, applied to fl. */
+static void take_rc(struct kb_harness_worker *w, struct kb_harness_flight *fl, int rc,
+		    const struct strbuf *line)
+{
+	if (rc == KB_ECANCELLED) {
+		fl->res = CANCELLED;
+	} else if (rc == KB_ETOOBIG) {
+		fl->r.ignored++;
+	} else if (rc) {
+		died(w, fl);
+	} else if (take_line(line->buf, w->nonce, fl->path.buf, &fl->r)) {
+		fl->res = GOT_RESULT;
+	} else {
+		allow_baselines(w, &fl->r, &fl->deadline);
+		if (w->on_wait && fl->r.stage)
+			w->on_wait(fl->r.stage, fl->r.config, fl->r.seed, w->on_wait_payload);
+	}
+}
+
+int kb_harness_worker_send(struct kb_harness_worker *w, const cJSON *request, int64_t timeout_ms)
+{
+	struct kb_harness_flight *fl;
+	cJSON *ev = NULL;
+	int rc;
+
+	if (w->flight)
+		return error("harness worker: a request is already in flight");
+	fl = xcalloc(1, sizeof(*fl));
+	strbuf_init(&fl->dir, 0);
+	strbuf_init(&fl->path, 0);
+	fl->r.config = fl->r.seed = -1;
+	fl->request = cJSON_Duplicate(request, true);
+	if (!fl->request)
+		die("out of memory copying the request");
+	fl->t0 = kb_now_ms();
+	fl->deadline = timeout_ms > 0 ? fl->t0 + timeout_ms : 0;
+	w->flight = fl;
+	see_request(w, request);
+	send_attempt(w, fl);
+	if (fl->res != FAILED && fl->res != CANCELLED)
+		return 0;
+	rc = kb_harness_worker_collect(w, &ev, NULL);
+	cJSON_Delete(ev);
+	return rc;
+}
+
+int kb_harness_worker_step(struct kb_harness_worker *w, int64_t wait_ms)
+{
+	struct kb_harness_flight *fl = w->flight;
+	struct strbuf line = STRBUF_INIT;
+	int64_t until = wait_ms > 0 ? kb_now_ms() + wait_ms : 0;
+
+	if (!fl)
+		return error("harness worker: no request in flight");
+	while (fl->res == PENDING) {
+		int64_t now = kb_now_ms(), limit = until ? (until > now ? until - now : 1) : 0;
+		int64_t left = left_ms(fl->deadline);
+		int rc;
+
+		if (left && (!limit || left < limit))
+			limit = left;
+		rc = child_read_line(&w->cp, &line, limit);
+		now = kb_now_ms();
+		if (rc != KB_ETIMEOUT)
+			take_rc(w, fl, rc, &line);
+		if (fl->res == PENDING && fl->deadline && now >= fl->deadline)
+			fl->res = TIMED_OUT;
+		else if (fl->res == PENDING && rc == KB_ETIMEOUT && until && now >= until)
 			break;
-		}
-		if (rc == KB_ETIMEOUT) {
-			res = TIMED_OUT;
-			break;
-		}
-		if (rc == KB_ETOOBIG) {
-			r->ignored++;
-		} else if (rc) {
-			res = DIED;
-			break;
-		} else if (take_line(line.buf, w->nonce, path, r)) {
-			res = GOT_RESULT;
-			break;
-		} else {
-			allow_baselines(w, r, deadline);
-			if (w->on_wait && r->stage)
-				w->on_wait(r->stage, r->config, r->seed, w->on_wait_payload);
-		}
-		if (*deadline && kb_now_ms() >= *deadline) {
-			res = TIMED_OUT;
-			break;
-		}
-		rc = read_reply_line(w, &line, *deadline);
 	}
 	strbuf_release(&line);
-	return res;
+	return fl->res != PENDING;
+}
+
+size_t kb_harness_worker_wait_fds(const struct kb_harness_worker *w, int *fds, size_t max)
+{
+	return w->running ? child_wait_fds(&w->cp, fds, max) : 0;
+}
+
+void kb_harness_worker_abandon(struct kb_harness_worker *w)
+{
+	if (!w->flight)
+		return;
+	if (w->running)
+		kill_command(&w->cp);
+	forget(w);
+	flight_free(w);
+}
+
+/* The evidence of a request that ended, as kb_harness_call makes it. */
+static cJSON *flight_evidence(struct kb_harness_worker *w, struct kb_harness_flight *fl,
+			      struct kb_harness_run *info)
+{
+	struct strbuf msg = STRBUF_INIT;
+	const char *why_check = NULL;
+	cJSON *ev;
+
+	if (fl->res == TIMED_OUT) {
+		kill_command(&w->cp);
+		why_check = "timeout";
+		kb_harness_timeout_message(fl->deadline - fl->t0, fl->r.stage, &msg);
+	} else if (fl->res == DIED) {
+		if (fl->exit_code) {
+			why_check = "crash";
+			kb_harness_exit_message(fl->exit_code, fl->r.stage, &msg);
+		}
+	} else if (fl->r.worker_exit) {
+		/* the harness reported the crash itself and leaves: reap it */
+		finish_command(&w->cp, EXIT_GRACE_MS);
+		fl->exit_code = w->cp.exit_code;
+	}
+	if (fl->r.ignored)
+		log_warn("harness worker: ignored %d record(s) without the worker's nonce or of another request",
+			 fl->r.ignored);
+	if (info) {
+		info->exit_code = fl->exit_code;
+		info->timed_out = fl->res == TIMED_OUT;
+		info->elapsed_ms = kb_now_ms() - fl->t0;
+		info->out_bytes = w->cp.out.len;
+		info->err_bytes = w->cp.err.len;
+		info->out_truncated = w->cp.out_truncated;
+		info->err_truncated = w->cp.err_truncated;
+		info->records = fl->r.records;
+		info->ignored = fl->r.ignored;
+		info->worker_started = fl->started;
+	}
+	ev = kb_harness_settle(fl->r.result, why_check, msg.buf, fl->r.config, fl->r.seed);
+	fl->r.result = NULL;
+	kb_harness_host_pid(ev, w->cp.started_pid);
+	kb_harness_log_keep(w->h->log_dir, fl->request, ev, &w->cp, NULL);
+	strbuf_release(&msg);
+	return ev;
+}
+
+int kb_harness_worker_collect(struct kb_harness_worker *w, cJSON **evidence, struct kb_harness_run *info)
+{
+	struct kb_harness_flight *fl = w->flight;
+	int rc = 0;
+
+	*evidence = NULL;
+	if (info)
+		memset(info, 0, sizeof(*info));
+	if (!fl)
+		return error("harness worker: no request in flight");
+	if (fl->res == PENDING)
+		return error("harness worker: the request has no answer yet");
+	if (fl->res == FAILED) {
+		rc = fl->rc;
+	} else if (fl->res == CANCELLED) {
+		kill_command(&w->cp);
+		rc = KB_ECANCELLED;
+	} else {
+		*evidence = flight_evidence(w, fl, info);
+	}
+	/* reaped above (death, timeout, stop request, announced exit), or died
+	 * right after answering: the next evaluation starts another */
+	if (w->running && !child_alive(&w->cp))
+		forget(w);
+	flight_free(w);
+	return rc;
 }
 
 int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, int64_t timeout_ms,
 			   cJSON **evidence, struct kb_harness_run *info)
 {
-	const char *backend = kb_harness_request_backend(request);
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT, msg = STRBUF_INIT, kept = STRBUF_INIT;
-	struct reply r = { .config = -1, .seed = -1 };
-	int64_t t0 = kb_now_ms(), deadline = timeout_ms > 0 ? t0 + timeout_ms : 0;
-	const char *why_check = NULL;
-	enum outcome res = DIED;
-	bool started = false;
-	int rc = -1, exit_code = 0;
+	int rc;
 
 	*evidence = NULL;
 	if (info)
 		memset(info, 0, sizeof(*info));
-	if (!*backend)
-		backend = "cpu";
-	see_request(w, request);
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (w->running && !child_alive(&w->cp)) {
-			finish_command(&w->cp, 0);
-			log_warn("harness worker %s between evaluations (exit code %d); starting another",
-				 w->cp.exit_code > 128 ? "died" : "exited", w->cp.exit_code);
-			forget(w);
-		}
-		if (!w->running || strcmp(w->backend, backend) || w->view_stale) {
-			rc = kb_harness_worker_start(w, backend);
-			if (rc)
-				goto out;
-			started = true;
-		}
-		strbuf_reset(&dir);
-		strbuf_addf(&dir, "%s/eval-XXXXXX", w->dir);
-		if (!mkdtemp(dir.buf)) {
-			rc = error_errno("could not create an evaluation directory in '%s'", w->dir);
-			strbuf_reset(&dir);
-			goto out;
-		}
-		rc = kb_harness_write_request(request, dir.buf, &path);
-		if (rc)
-			goto out;
-		/* the log tail is this request's */
-		strbuf_reset(&w->cp.out);
-		strbuf_reset(&w->cp.err);
-		w->cp.out_truncated = w->cp.err_truncated = false;
-		reply_release(&r);
-
-		res = exchange(w, path.buf, &deadline, &r);
-		if (res == DIED) {
-			finish_command(&w->cp, DEATH_GRACE_MS);
-			exit_code = w->cp.exit_code;
-		}
-		if (res != DIED || r.records || attempt)
-			break;
-		/* it died before saying anything about this request: not this candidate's doing */
-		kb_harness_log_keep(w->h->log_dir, request, NULL, &w->cp, &kept);
-		log_warn("harness worker died before answering (exit code %d%s%s); trying a fresh one",
-			 exit_code, kept.len ? ", its output is in " : "", kept.buf);
-		forget(w);
-		strbuf_reset(&dir);
+	rc = kb_harness_worker_send(w, request, timeout_ms);
+	if (rc)
+		return rc;
+	/* with a hook, about once a second it hears that the request goes on */
+	while (!(rc = kb_harness_worker_step(w, w->on_wait ? WAIT_TICK_MS : 0)))
+		if (w->on_wait)
+			w->on_wait(NULL, -1, -1, w->on_wait_payload);
+	if (rc < 0) {
+		kb_harness_worker_abandon(w);
+		return rc;
 	}
-
-	if (res == CANCELLED) {
-		kill_command(&w->cp);
-		rc = KB_ECANCELLED;
-		goto out;
-	}
-	if (res == TIMED_OUT) {
-		kill_command(&w->cp);
-		why_check = "timeout";
-		kb_harness_timeout_message(deadline - t0, r.stage, &msg);
-	} else if (res == DIED) {
-		if (exit_code) {
-			why_check = "crash";
-			kb_harness_exit_message(exit_code, r.stage, &msg);
-		}
-	} else if (r.worker_exit) {
-		/* the harness reported the crash itself and leaves: reap it */
-		finish_command(&w->cp, EXIT_GRACE_MS);
-		exit_code = w->cp.exit_code;
-	}
-	if (r.ignored)
-		log_warn("harness worker: ignored %d record(s) without the worker's nonce or of another request",
-			 r.ignored);
-	if (info) {
-		info->exit_code = exit_code;
-		info->timed_out = res == TIMED_OUT;
-		info->elapsed_ms = kb_now_ms() - t0;
-		info->out_bytes = w->cp.out.len;
-		info->err_bytes = w->cp.err.len;
-		info->out_truncated = w->cp.out_truncated;
-		info->err_truncated = w->cp.err_truncated;
-		info->records = r.records;
-		info->ignored = r.ignored;
-		info->worker_started = started;
-	}
-	*evidence = kb_harness_settle(r.result, why_check, msg.buf, r.config, r.seed);
-	kb_harness_host_pid(*evidence, w->cp.started_pid);
-	r.result = NULL;
-	kb_harness_log_keep(w->h->log_dir, request, *evidence, &w->cp, NULL);
-	rc = 0;
-out:
-	/* reaped above (death, timeout, stop request, announced exit), or died
-	 * right after answering: the next evaluation starts another */
-	if (w->running && !child_alive(&w->cp))
-		forget(w);
-	if (dir.len && kb_rm_rf(dir.buf))
-		log_warn("could not remove the evaluation directory '%s'", dir.buf);
-	reply_release(&r);
-	strbuf_release(&dir);
-	strbuf_release(&path);
-	strbuf_release(&msg);
-	strbuf_release(&kept);
-	return rc;
+	return kb_harness_worker_collect(w, evidence, info);
 }

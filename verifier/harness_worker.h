@@ -28,7 +28,9 @@
  * left over from an earlier candidate, or a broken start) is started again
  * and the request sent once more; a second death is the candidate's.
  *
- * One thread at a time per worker.
+ * One thread at a time per worker. Several workers are driven at once
+ * from one thread (harness_pool.h) through the split call below: send,
+ * poll the wait descriptors of all, step each, collect.
  */
 #include "core/common.h"
 #include "core/subprocess.h"
@@ -36,6 +38,8 @@
 #include "verifier/harness_runner.h"
 
 #include <cjson/cJSON.h>
+
+struct kb_harness_flight; /* a request in flight, private to harness_worker.c */
 
 struct kb_harness_worker {
 	const struct kb_harness *h;  /* borrowed: interpreter, script, tmp_root, caps, argv hook */
@@ -54,6 +58,11 @@ struct kb_harness_worker {
 	 * the answer is awaited: a progress bar's activity. NULL: nobody. */
 	void (*on_wait)(const char *stage, int config, int seed, void *payload);
 	void *on_wait_payload;
+	/* NULL: the worker sees every GPU the bot sees. Else (borrowed, e.g.
+	 * "1") a worker started for cuda runs with CUDA_VISIBLE_DEVICES set to
+	 * it, its runner too (harness_runner.h): one device per worker. */
+	const char *device;
+	struct kb_harness_flight *flight; /* NULL: no request in flight */
 };
 
 /* h must outlive the worker. Starts nothing. */
@@ -88,6 +97,28 @@ void kb_harness_worker_see(struct kb_harness_worker *w, const char *path);
  */
 int kb_harness_worker_eval(struct kb_harness_worker *w, const cJSON *request, int64_t timeout_ms,
 			   cJSON **evidence, struct kb_harness_run *info);
+
+/*
+ * The same in pieces, for several workers at once. kb_harness_worker_send
+ * starts the worker when needed, writes the request and sends its path:
+ * 0, or -1 / KB_ECANCELLED as above (nothing is then in flight).
+ * kb_harness_worker_step takes what came back, waiting up to wait_ms
+ * (<= 0: until the answer) and never past the request's deadline: 1 when
+ * the request has ended (an answer, a death, the deadline or a stop
+ * request; a death before its first record sends it again to a fresh
+ * worker and goes on), 0 while it runs, -1 when nothing is in flight.
+ * kb_harness_worker_wait_fds gives the descriptors to poll() (readable)
+ * between steps. kb_harness_worker_collect, after step said 1, returns
+ * what kb_harness_worker_eval returns and ends the flight. One request at
+ * a time per worker; kb_harness_worker_abandon kills the worker and drops
+ * the request in flight, if any.
+ */
+int kb_harness_worker_send(struct kb_harness_worker *w, const cJSON *request, int64_t timeout_ms);
+int kb_harness_worker_step(struct kb_harness_worker *w, int64_t wait_ms);
+size_t kb_harness_worker_wait_fds(const struct kb_harness_worker *w, int *fds, size_t max);
+int kb_harness_worker_collect(struct kb_harness_worker *w, cJSON **evidence,
+			      struct kb_harness_run *info);
+void kb_harness_worker_abandon(struct kb_harness_worker *w);
 
 /* The running worker's pid, 0 when none runs. */
 pid_t kb_harness_worker_pid(const struct kb_harness_worker *w);

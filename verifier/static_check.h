@@ -90,6 +90,7 @@
  *                    monotonic(_ns), process_time, __setattr__, timeit
  */
 #include "core/common.h"
+#include "core/pyscan.h"
 #include "core/strbuf.h"
 
 #include <cjson/cJSON.h>
@@ -145,12 +146,7 @@ int kb_static_check_flags(const char *text, size_t len, enum kb_kernel_abi abi, 
 
 /* static_check_py.c: the ModelNew file's parts. */
 bool kb_py_defines_modelnew(const char *text, size_t len);
-/*
- * text with everything blanked (newlines kept) but the contents of
- * triple-quoted strings that look like C++ (into cxx) and, into code,
- * everything but comments and string contents.
- */
-void kb_py_views(const char *text, size_t len, struct strbuf *cxx, struct strbuf *code);
+/* kb_py_views, the file's C++ and Python views, is in core/pyscan.h (bot/jobs reads .py files too). */
 /* The Python-level findings above (missing_entry, torch_fallback, timer_patching). */
 void kb_py_check(const char *text, size_t len, struct kb_findings *out);
 

@@ -65,8 +65,10 @@ int cmd_status(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_wire(int argc, char **argv);
 int cmd_daemon(int argc, char **argv);
 int cmd_action(int argc, char **argv);
 int cmd_local(int argc, char **argv);
+int cmd_operator(int argc, char **argv);
 
 #endif

@@ -2,6 +2,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "core/strvec.h"
 #include "core/util.h"
 
 #include <ctype.h>
@@ -35,6 +36,7 @@ enum cfg_type {
 #define CFG_NAN_OK   (1u << 4) /* a double that may be empty: NAN */
 #define CFG_CHOICE   (1u << 5) /* a string that is empty or one of names[] */
 #define CFG_MUST     (1u << 6) /* an [llm.NAME] key the section must set */
+#define CFG_DEVICES  (1u << 7) /* "auto" or a comma list of CUDA device ids (valid_devices) */
 
 struct cfg_row {
 	const char *section;
@@ -97,6 +99,8 @@ static const struct cfg_row rows[] = {
 	DBL("harness", "suspicious_speedup", suspicious_speedup, "10", 1, 1e6, CFG_GT_MIN),
 	INT("harness", "memory_limit_mb", memory_limit_mb, "0", 0, 1048576),
 	INT("harness", "build_jobs", build_jobs, "0", 0, 256),
+	STR("harness", "devices", devices, "auto", CFG_REQUIRED | CFG_DEVICES),
+	INT("harness", "workers_per_device", workers_per_device, "1", 1, 16),
 	PATH("harness", "nvcc", nvcc, "nvcc", CFG_REQUIRED),
 	PATH("harness", "cxx", cxx, "g++", CFG_REQUIRED),
 	STR("harness", "cuda_arch", cuda_arch, "auto", CFG_REQUIRED),
@@ -169,6 +173,7 @@ static const struct cfg_row rows[] = {
 	INT("search", "per_generation", search_per_generation, "2", 1, 1000),
 	INT("search", "initial", search_initial, "3", 1, 1000),
 	INT("search", "repair_rounds", search_repair_rounds, "2", 0, 20),
+	INT("search", "calls_in_flight", search_calls_in_flight, "8", 1, 256),
 	INT("search", "migration_interval", search_migration_interval, "2", 0, 100000),
 	DBL("search", "explore", search_explore, "0.3", 0, 1, 0),
 	DBL("search", "exploit", search_exploit, "0.5", 0, 1, 0),
@@ -200,6 +205,7 @@ static const struct cfg_row model_rows[] = {
 	{ "llm.*", "reasoning_effort", CFG_STRING, MOFF(reasoning_effort), "", 0, 0, 0, 0, CFG_CHOICE,
 	  effort_names },
 	{ "llm.*", "max_tokens", CFG_INT, MOFF(max_tokens), "8192", 1, 1000000, 0, 0, 0, NULL },
+	{ "llm.*", "max_in_flight", CFG_INT, MOFF(max_in_flight), "4", 1, 256, 0, 0, 0, NULL },
 	{ "llm.*", "price_in_per_mtok", CFG_DOUBLE, MOFF(price_in_per_mtok), "0", 0, 0, 0, 1e6, 0, NULL },
 	{ "llm.*", "price_out_per_mtok", CFG_DOUBLE, MOFF(price_out_per_mtok), "0", 0, 0, 0, 1e6, 0,
 	  NULL },
@@ -427,6 +433,79 @@ static bool valid_url(const char *s)
 	return true;
 }
 
+/* One CUDA_VISIBLE_DEVICES entry: an index, or a GPU-/MIG- UUID. */
+static bool valid_device(const char *p, size_t n)
+{
+	size_t skip = 0;
+
+	if (n > 4 && (!strncmp(p, "GPU-", 4) || !strncmp(p, "MIG-", 4)))
+		skip = 4;
+	for (size_t i = skip; i < n; i++)
+		if (skip ? !(isxdigit((unsigned char)p[i]) || p[i] == '-' || p[i] == '/')
+			 : !isdigit((unsigned char)p[i]))
+			return false;
+	return n > skip;
+}
+
+/* The entry at p, up to the next comma, without its blanks; its length in *len. */
+static const char *device_entry(const char *p, size_t *len)
+{
+	size_t n = strcspn(p, ",");
+
+	while (n && *p == ' ') {
+		p++;
+		n--;
+	}
+	while (n && p[n - 1] == ' ')
+		n--;
+	*len = n;
+	return p;
+}
+
+int kb_config_devices(const char *list, struct strvec *out, struct strbuf *why)
+{
+	for (const char *p = list;; p += strcspn(p, ",") + 1) {
+		size_t n;
+		const char *d = device_entry(p, &n);
+		char *id;
+
+		if (!valid_device(d, n)) {
+			strbuf_addf(why, "'%.*s' is not a device: write auto, or CUDA device ids "
+				    "(0, 1, ... or GPU-<uuid>) separated by commas", (int)n, d);
+			return -1;
+		}
+		id = xstrndup(d, n);
+		for (size_t i = 0; i < out->nr; i++)
+			if (!strcmp(out->v[i], id)) {
+				strbuf_addf(why, "device '%s' is listed twice", id);
+				free(id);
+				return -1;
+			}
+		strvec_push(out, id);
+		free(id);
+		if (!p[strcspn(p, ",")])
+			return 0;
+	}
+}
+
+/* The forms some strings must have: a URL, a device list. */
+static bool string_format_ok(const struct cfg_row *row, const char *val, const char *shown,
+			     struct strbuf *why)
+{
+	if ((row->flags & CFG_URL) && !valid_url(val)) {
+		strbuf_addf(why, "'%s' is not an http:// or https:// URL", shown);
+		return false;
+	}
+	if ((row->flags & CFG_DEVICES) && strcmp(val, "auto")) {
+		struct strvec ids = STRVEC_INIT;
+		int bad = kb_config_devices(val, &ids, why);
+
+		strvec_clear(&ids);
+		return !bad;
+	}
+	return true;
+}
+
 /*
  * Convert val for row and store it in the struct at base (a kb_config, or
  * a kb_llm_model_cfg for model_rows). On failure nothing is stored and why
@@ -457,10 +536,8 @@ static int set_value(void *base, const struct cfg_row *row,
 				strbuf_addstr(why, "the value contains a control character");
 				return -1;
 			}
-		if ((row->flags & CFG_URL) && !valid_url(val)) {
-			strbuf_addf(why, "'%s' is not an http:// or https:// URL", shown);
+		if (!string_format_ok(row, val, shown, why))
 			return -1;
-		}
 		if ((row->flags & CFG_CHOICE) && *val) {
 			idx = name_index(row->names, val, strlen(val));
 			if (idx < 0) {

@@ -42,6 +42,8 @@ struct kb_config {
 	double suspicious_speedup;    /* flag speedups above this */
 	int64_t memory_limit_mb;      /* RLIMIT_AS of a CPU-backend evaluation, 0: none */
 	int64_t build_jobs;           /* parallel compiles, 0: number of cores */
+	char *devices;                /* "auto" or a comma list of CUDA device ids: one worker set each */
+	int64_t workers_per_device;   /* harness workers per device (more than 1: shared timing) */
 	char *nvcc;                   /* CUDA compiler */
 	char *cxx;                    /* C++ compiler for the CPU backend */
 	char *cuda_arch;              /* "auto" or e.g. "sm_90" */
@@ -123,6 +125,7 @@ struct kb_config {
 	int64_t search_per_generation; /* candidates proposed per island per generation */
 	int64_t search_initial;       /* first translations */
 	int64_t search_repair_rounds; /* repair prompts per failed candidate */
+	int64_t search_calls_in_flight; /* model calls of one search at once (llm/pool.h) */
 	int64_t search_migration_interval; /* generations between ring migrations */
 	double search_explore, search_exploit; /* parent selection shares; the rest is random */
 	int64_t search_inspirations;  /* other kernels shown in a mutation prompt */
@@ -147,6 +150,7 @@ struct kb_llm_model_cfg {
 	double temperature;           /* NAN: the provider's default */
 	char *reasoning_effort;       /* "": none; openai reasoning_effort, anthropic thinking budget (low/medium/high) */
 	int64_t max_tokens;
+	int64_t max_in_flight;        /* this model's calls at once, over a search's calls in flight */
 	double price_in_per_mtok, price_out_per_mtok; /* USD per million tokens */
 	int line;                     /* where the section starts, for messages */
 };
@@ -236,5 +240,14 @@ const char *kb_config_default_path(const char *explicit_path);
  */
 struct strbuf;
 void kb_config_default_state_dir(struct strbuf *out);
+
+/*
+ * A comma list of CUDA device ids as [harness] devices and
+ * CUDA_VISIBLE_DEVICES write them (an index, or a GPU-/MIG- UUID; blanks
+ * around an entry ignored), appended to out. 0, or -1 with why naming the
+ * entry that is not a device or is listed twice.
+ */
+struct strvec;
+int kb_config_devices(const char *list, struct strvec *out, struct strbuf *why);
 
 #endif

@@ -217,7 +217,7 @@ static void set_options(CURL *c, const struct kb_http_request *req, struct curl_
 }
 
 /* Run the transfer on the multi handle; CURLE_ABORTED_BY_CALLBACK on a stop request. */
-static CURLcode drive(CURLM *multi, CURL *c, bool stop_aware)
+static CURLcode drive(CURLM *multi, CURL *c, bool stop_aware, const int *abort)
 {
 	CURLcode rc = CURLE_OK;
 	CURLMsg *msg;
@@ -232,7 +232,7 @@ static CURLcode drive(CURLM *multi, CURL *c, bool stop_aware)
 		}
 		if (!running)
 			break;
-		if (stop_aware && kb_stop_requested()) {
+		if ((stop_aware && kb_stop_requested()) || (abort && __atomic_load_n(abort, __ATOMIC_RELAXED))) {
 			rc = CURLE_ABORTED_BY_CALLBACK;
 			break;
 		}
@@ -297,7 +297,7 @@ int kb_http_perform(struct kb_http_client *c, const struct kb_http_request *req,
 	list = headers_list(req->headers);
 	set_options(c->easy, req, list, resp);
 
-	rc = drive(c->multi, c->easy, req->stop_aware);
+	rc = drive(c->multi, c->easy, req->stop_aware, req->abort);
 	if (rc == CURLE_FILESIZE_EXCEEDED)
 		resp->too_big = true;
 	resp->curl_code = rc;

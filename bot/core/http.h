@@ -47,6 +47,8 @@ struct kb_http_request {
 	 */
 	bool fresh_connect;
 	bool stop_aware;               /* end with KB_HTTP_STOPPED on kb_stop_requested() */
+	const int *abort;              /* NULL, or end with KB_HTTP_STOPPED once another
+					* thread makes *abort non-zero (llm/pool.h) */
 };
 
 struct kb_http_response {

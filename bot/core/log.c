@@ -3,9 +3,11 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 
+#include <pthread.h>
 #include <time.h>
 
 static FILE *log_fp;
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 static enum kb_log_level log_level = KB_LOG_INFO;
 static char **secrets;
 static size_t nr_secrets;
@@ -130,11 +132,15 @@ void log_vmsg(enum kb_log_level level, const char *fmt, va_list ap)
 			line.buf[i] = ' ';
 	log_redact(&line);
 	strbuf_addch(&line, '\n');
+	/* model calls log from their threads (llm/pool.h): one line and the
+	 * progress line's redraw at a time */
+	pthread_mutex_lock(&write_lock);
 	if (!log_fp && tty_clear)
 		tty_clear(tty_payload);
 	fwrite(line.buf, 1, line.len, log_fp ? log_fp : stderr);
 	if (!log_fp && tty_redraw)
 		tty_redraw(tty_payload);
+	pthread_mutex_unlock(&write_lock);
 	strbuf_release(&line);
 	errno = saved_errno;
 }

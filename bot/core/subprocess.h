@@ -186,6 +186,17 @@ int child_write(struct child_process *cp, const void *buf, size_t len, int64_t t
 int child_read_line(struct child_process *cp, struct strbuf *line, int64_t timeout_ms);
 
 /*
+ * For waiting on several children at once: the descriptors (at most max,
+ * into fds; their number) that poll() reports readable when the started
+ * child has output, an answer or has exited (its pipes, and its pidfd
+ * where the kernel has them: without one, poll with a timeout). Take
+ * answers with child_read_line (a timeout of 1 ms) until KB_ETIMEOUT
+ * first: a line already read in waits on no descriptor. Stdin is not
+ * among them: child_write a short request before waiting.
+ */
+size_t child_wait_fds(const struct child_process *cp, int *fds, size_t max);
+
+/*
  * Non-blocking: true while the started child runs. Once it has exited its
  * group is killed too; it stays unreaped for finish_command.
  */

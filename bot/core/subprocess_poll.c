@@ -542,6 +542,19 @@ int child_read_line(struct child_process *cp, struct strbuf *line, int64_t timeo
 	return pump_guarded(cp, GOAL_LINE, deadline_in(timeout_ms), line);
 }
 
+size_t child_wait_fds(const struct child_process *cp, int *fds, size_t max)
+{
+	const struct child_state *st = cp->state;
+	size_t n = 0;
+
+	for (int i = 0; st && i < NR_SINKS && n < max; i++)
+		if (st->sinks[i].fd >= 0)
+			fds[n++] = st->sinks[i].fd;
+	if (st && st->pidfd >= 0 && n < max)
+		fds[n++] = st->pidfd;
+	return n;
+}
+
 bool child_alive(struct child_process *cp)
 {
 	struct child_state *st = cp->state;

@@ -87,6 +87,7 @@ static void runner_free(struct runner *r)
 	strbuf_release(&r->stage);
 	strbuf_release(&r->error);
 	strbuf_release(&r->pr_url);
+	strbuf_release(&r->modop);
 	kb_repo_config_release(&r->rcfg);
 	free(r);
 }
@@ -107,6 +108,7 @@ static struct runner *runner_new(void)
 	strbuf_init(&r->stage, 0);
 	strbuf_init(&r->error, 0);
 	strbuf_init(&r->pr_url, 0);
+	strbuf_init(&r->modop, 0);
 	child_process_init(&r->cp);
 	return r;
 }
@@ -263,11 +265,73 @@ static void load_repo_config(struct kb_jobs *j, struct runner *r)
 	strbuf_release(&why);
 }
 
+/*
+ * A child's first words: its output goes to the job's log file, not to
+ * pipes nobody reads between ticks; setpriv makes the kernel send it
+ * SIGTERM when this process dies, however it dies.
+ */
+static void child_prefix(struct kb_jobs *j, struct runner *r)
+{
+	child_process_release(&r->cp);
+	child_process_init(&r->cp);
+	strvec_pushl(&r->cp.args, "/bin/sh", "-c", "exec \"$@\" >>\"$0\" 2>&1",
+		     r->child_log.buf, NULL);
+	if (j->setpriv)
+		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
+}
+
+static int64_t budget_left(struct runner *r)
+{
+	int64_t used = r->job.started_at ? kb_wall_s() - r->job.started_at : 0;
+
+	return r->budget_s - (used > 0 ? used : 0);
+}
+
+/*
+ * A module job's first child: `kernelbot operator` writes the operator
+ * file of its [operator NAME] section into the checkout (recording the
+ * shapes from the tests in the sandbox when the section names tests;
+ * shapes.json keeps them across restarts). child_ended then starts the
+ * search on that file.
+ */
+static int start_prepare(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf cfg_path = STRBUF_INIT, shapes = STRBUF_INIT, budget = STRBUF_INIT;
+	int rc = -1;
+
+	strbuf_addf(&cfg_path, "%s/run.ini", r->dir.buf);
+	strbuf_addf(&shapes, "%s/shapes.json", r->dir.buf);
+	if (write_child_config(j, r, cfg_path.buf))
+		goto out;
+	child_prefix(j, r);
+	/* the tests get a quarter of what is left, 30 s to 5 minutes: the search is the job */
+	r->child_budget_s = budget_left(r) / 4;
+	if (r->child_budget_s > 300)
+		r->child_budget_s = 300;
+	if (r->child_budget_s < 30)
+		r->child_budget_s = 30;
+	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
+	strvec_pushl(&r->cp.args, j->bin, "operator", "-c", cfg_path.buf, "--repo", r->src.buf,
+		     "--shapes", shapes.buf, "--timeout", budget.buf, "--head", r->job.head_sha,
+		     r->job.operator_path, NULL);
+	if (start_command(&r->cp))
+		goto out;
+	r->child_running = r->preparing = true;
+	r->child_started_ms = kb_now_ms();
+	log_info("job %" PRId64 ": making the operator file of '%s' (pid %d, log '%s')", r->job.id,
+		 r->job.operator_path, (int)r->cp.pid, r->child_log.buf);
+	rc = 0;
+out:
+	strbuf_release(&cfg_path);
+	strbuf_release(&shapes);
+	strbuf_release(&budget);
+	return rc;
+}
+
 static int start_child(struct kb_jobs *j, struct runner *r)
 {
 	struct strbuf cfg_path = STRBUF_INIT, op = STRBUF_INIT, budget = STRBUF_INIT;
 	struct strbuf out_dir = STRBUF_INIT;
-	int64_t used = r->job.started_at ? kb_wall_s() - r->job.started_at : 0;
 	int rc = -1;
 
 	if (r->backward)
@@ -280,24 +344,16 @@ static int start_child(struct kb_jobs *j, struct runner *r)
 	strbuf_addf(&cfg_path, "%s/run.ini", r->dir.buf);
 	if (write_child_config(j, r, cfg_path.buf))
 		goto out;
-	if (!strcmp(r->job.operator_path, "."))
+	if (r->modop.len)
+		strbuf_addstr(&op, r->modop.buf);
+	else if (!strcmp(r->job.operator_path, "."))
 		strbuf_addstr(&op, r->src.buf);
 	else
 		strbuf_addf(&op, "%s/%s", r->src.buf, r->job.operator_path);
 
-	child_process_release(&r->cp);
-	child_process_init(&r->cp);
-	/*
-	 * The child's output goes to the job's log file, not to pipes nobody
-	 * reads between ticks; setpriv makes the kernel send it SIGTERM when
-	 * this process dies, however it dies.
-	 */
-	strvec_pushl(&r->cp.args, "/bin/sh", "-c", "exec \"$@\" >>\"$0\" 2>&1",
-		     r->child_log.buf, NULL);
-	if (j->setpriv)
-		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
+	child_prefix(j, r);
 	/* what is left of the budget since the claim (fetch, checkout, a forward pass spent some) */
-	r->child_budget_s = jpasses_child_budget(r, r->budget_s - (used > 0 ? used : 0));
+	r->child_budget_s = jpasses_child_budget(r, budget_left(r));
 	strbuf_addf(&budget, "%" PRId64, r->child_budget_s);
 	strvec_pushl(&r->cp.args, j->bin, "run", "-c", cfg_path.buf, "--out", out_dir.buf,
 		     "--progress-file", r->progress_path.buf, "--time-budget", budget.buf, NULL);
@@ -647,6 +703,14 @@ static void runner_start(struct kb_jobs *j, struct runner *r)
 		publish(j, r);
 		goto out;
 	}
+	if (jmod_is_module_job(r)) {
+		/* a module of the repository: its operator file first (start_prepare) */
+		if (!jmod_section(r))
+			fail(j, r, "its [operator] section is gone from .kernelbot.ini at this commit, or has errors");
+		else if (set_stage(j, r, "prepare") || start_prepare(j, r))
+			fail(j, r, "could not start making the operator file");
+		goto out;
+	}
 	r->backward = r->both && jpasses_forward_done(r);
 	set_stage(j, r, r->backward ? "search-backward" : "search");
 	if (start_child(j, r)) {
@@ -674,6 +738,33 @@ static void record_and_publish(struct kb_jobs *j, struct runner *r)
 }
 
 /*
+ * `kernelbot operator` ended: the search starts on the file it wrote, or
+ * the job fails with its last line (what was wrong with the section, the
+ * module or the tests).
+ */
+static void prepared(struct kb_jobs *j, struct runner *r)
+{
+	struct strbuf err = STRBUF_INIT, tail = STRBUF_INIT;
+
+	r->preparing = false;
+	if (r->cp.exit_code || jmod_operator_file(r, &r->modop) || !kb_is_file(r->modop.buf)) {
+		strbuf_reset(&r->modop);
+		log_tail(r, &tail);
+		strbuf_addf(&err, "could not make the operator of `%s` (exit %d)", r->job.operator_path,
+			    r->cp.exit_code);
+		if (tail.len)
+			strbuf_addf(&err, ": %s", tail.buf);
+		fail(j, r, err.buf);
+	} else {
+		r->backward = r->both && jpasses_forward_done(r);
+		if (set_stage(j, r, r->backward ? "search-backward" : "search") || start_child(j, r))
+			fail(j, r, "could not start the search");
+	}
+	strbuf_release(&err);
+	strbuf_release(&tail);
+}
+
+/*
  * The child ended. A forward that failed fails the job (nothing to
  * publish); one that ended well is published, or, in a job of both
  * passes, followed by the backward child. Whatever the backward ends in,
@@ -684,6 +775,10 @@ static void child_ended(struct kb_jobs *j, struct runner *r)
 {
 	struct strbuf err = STRBUF_INIT, tail = STRBUF_INIT;
 
+	if (r->preparing) {
+		prepared(j, r);
+		return;
+	}
 	if (r->cp.exit_code)
 		log_tail(r, &tail);
 	if (r->backward) {
@@ -728,7 +823,9 @@ static void runner_poll(struct kb_jobs *j, struct runner *r)
 		log_warn("job %" PRId64 ": the search ran %" PRId64 " s past its budget; stopping it",
 			 r->job.id, budget_grace_s(r->child_budget_s));
 		stop_child(r);
-		if (!r->backward)
+		if (r->preparing)
+			fail(j, r, "making the operator file (its tests) ran past the time budget");
+		else if (!r->backward)
 			fail(j, r, "the search and its final check ran past the time budget");
 		else if (jpasses_finish(r, -1, "it and its final check ran past the time budget"))
 			fail(j, r, "could not put the backward kernel beside the forward one (see the bot's log)");

@@ -6,7 +6,9 @@
  *
  *   trigger (a labelled pull request, head sha pinned at labelling)
  *     -> one job per operator (changed files in a task format, or the
- *        repository's .kernelbot.ini [operators] paths)
+ *        repository's .kernelbot.ini [operators] paths; a changed module
+ *        of an [operator NAME] section: "PATH.py:NAME", whose job makes
+ *        its operator file with `kernelbot operator` first)
  *     -> claim -> fetch (libgit2) -> `kernelbot run` child with a progress
  *        file -> progress comment edited in place, review comment on each
  *        new best (by improve_margin) -> branch PREFIX/pr-N/<slug>, commit
@@ -36,6 +38,7 @@ struct kb_config;
 struct kb_state;
 struct kb_forge;
 struct strbuf;
+struct kb_repo_operator;
 
 struct kb_jobs;
 
@@ -161,6 +164,8 @@ struct kb_repo_config {
 	bool error_factor_set;
 	int64_t max_configs;   /* [kernelbot] max_configs, at most the daemon's; 0: unset */
 	enum kb_repo_passes passes; /* [kernelbot] passes */
+	struct kb_repo_operator *ops; /* [operator NAME] sections (jobs/repo_operators.h) */
+	size_t nr_ops;
 };
 void kb_repo_config_release(struct kb_repo_config *rc);
 /*

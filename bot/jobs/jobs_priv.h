@@ -153,6 +153,8 @@ struct runner {
 	size_t slower, timed;         /* the final evidence: configs slower than eager beyond the band, of timed */
 	bool both;                    /* the job searches the backward pass too (passes.c) */
 	bool backward;                /* the child running, or next to start, is the backward pass's */
+	bool preparing;               /* the child running is `kernelbot operator` (a module's operator file) */
+	struct strbuf modop;          /* that operator file, once made; empty: the job's own path */
 	struct strbuf progress;       /* the child's last progress JSON */
 	bool done;                    /* finished: remove from the active list */
 };
@@ -180,6 +182,8 @@ struct kb_jobs {
 
 /* --- render.c: the text the bot puts on the forge (through report/) --- */
 
+/* Each line of lines as a markdown list item, escaped (untrusted text), at most 500 characters. */
+void jrender_list(struct strbuf *out, const char *lines);
 /* The progress comment's marker for pull request pr (what find_comment looks for). */
 void jrender_progress_marker(struct strbuf *out, int64_t pr);
 /*
@@ -258,11 +262,37 @@ void jpasses_notes(struct runner *r);
 /*
  * The operators of pull request pr at head_sha: the repository's
  * .kernelbot.ini paths when it lists some, else changed files in a task
- * format. Appended to ops (paths, folders without a trailing '/').
- * notes gets warnings worth showing the maintainer.
+ * format; and its [operator NAME] sections whose file the pull request
+ * changes (modops.c). Appended to ops (paths, folders without a trailing
+ * '/', "PATH.py:NAME" for a section's module or function). notes gets
+ * warnings worth showing the maintainer, hints (markdown) the modules of
+ * the changed files that need a section and the lines to add.
  */
 int jops_find(struct kb_jobs *j, struct kb_git_repo *git, const char *repo, int64_t pr,
-	      const char *head_sha, struct strvec *ops, struct strbuf *notes);
+	      const char *head_sha, struct strvec *ops, struct strbuf *notes, struct strbuf *hints);
+
+/* --- modops.c: operators in ordinary code (README.md, "Modules of the repository") --- */
+
+struct kb_repo_operator;
+/*
+ * The sections of rc whose file (or .kernelbot.ini) is among changed and
+ * whose class or function is in it at sha: their job paths appended to ops.
+ * hints gets markdown: a list of the sections whose file or class is
+ * missing, and the .kernelbot.ini lines for the sections without shapes
+ * and, when hint_unnamed, for the modules and @kernelbot.operator
+ * functions of the changed files no section names. 0.
+ */
+int jmodops_find(struct kb_git_repo *git, const char *sha, const struct kb_repo_config *rc,
+		 const struct strvec *changed, bool hint_unnamed, struct strvec *ops, struct strbuf *hints);
+/* Keep (md empty: forget) and read back a trigger's hints, shown in its progress comment. */
+int jmodops_save_hints(struct kb_jobs *j, int64_t tid, const char *md);
+void jmodops_load_hints(struct kb_jobs *j, int64_t tid, struct strbuf *out);
+/* The section a module job was made from (r->rcfg at the pinned sha); NULL when it is gone. */
+const struct kb_repo_operator *jmod_section(const struct runner *r);
+/* The job's operator is a section's "PATH.py:NAME". */
+bool jmod_is_module_job(const struct runner *r);
+/* Where `kernelbot operator` writes the job's operator file (the checkout's root); -1 without a section. */
+int jmod_operator_file(const struct runner *r, struct strbuf *out);
 
 /* --- jobs.c --- */
 

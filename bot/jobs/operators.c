@@ -15,6 +15,8 @@
  *    (a change to any file of the folder's task counts).
  * Files are read from the pinned head sha in the cached clone, never from
  * a work tree, and only as text: nothing of the repository runs here.
+ * The repository's own modules, named by [operator NAME] sections of
+ * .kernelbot.ini, are found by modops.c.
  */
 
 #define MAX_OPERATOR_FILE (1024 * 1024)
@@ -146,7 +148,7 @@ static void classify(struct kb_git_repo *git, const char *sha, const char *path,
 }
 
 int jops_find(struct kb_jobs *j, struct kb_git_repo *git, const char *repo, int64_t pr,
-	      const char *head_sha, struct strvec *ops, struct strbuf *notes)
+	      const char *head_sha, struct strvec *ops, struct strbuf *notes, struct strbuf *hints)
 {
 	struct strvec changed = STRVEC_INIT;
 	struct strbuf ini = STRBUF_INIT, why = STRBUF_INIT;
@@ -173,22 +175,23 @@ int jops_find(struct kb_jobs *j, struct kb_git_repo *git, const char *repo, int6
 		strbuf_release(&line);
 	}
 
-	if (rc.nr_paths) {
-		for (size_t i = 0; i < rc.nr_paths; i++) {
-			size_t before = ops->nr;
+	for (size_t i = 0; i < rc.nr_paths; i++) {
+		size_t before = ops->nr;
 
-			classify(git, head_sha, rc.paths[i], ops, true);
-			if (ops->nr == before)
-				strbuf_addf(notes, "`.kernelbot.ini` lists `%s`, which is not an operator "
-					    "in either task format at this commit.\n", rc.paths[i]);
-		}
-	} else {
+		classify(git, head_sha, rc.paths[i], ops, true);
+		if (ops->nr == before)
+			strbuf_addf(notes, "`.kernelbot.ini` lists `%s`, which is not an operator "
+				    "in either task format at this commit.\n", rc.paths[i]);
+	}
+	/* the changed files: task formats unless [operators] paths chose, and the modules */
+	if (!rc.nr_paths || rc.nr_ops) {
 		ret = kb_forge_pr_files(j->forge, &changed, repo, pr);
 		if (ret)
 			goto fail;
-		for (size_t i = 0; i < changed.nr; i++)
-			classify(git, head_sha, changed.v[i], ops, false);
 	}
+	for (size_t i = 0; !rc.nr_paths && i < changed.nr; i++)
+		classify(git, head_sha, changed.v[i], ops, false);
+	jmodops_find(git, head_sha, &rc, &changed, !rc.nr_paths, ops, hints);
 	if (ops->nr > max) {
 		strbuf_addf(notes, "%zu operators found; the first %zu are optimised "
 			    "(`max_operators` of the bot).\n", ops->nr, max);
@@ -212,9 +215,12 @@ out:
 void kb_jobs_operator_slug(struct strbuf *out, const char *path)
 {
 	size_t len = strlen(path), start;
-	const char *base;
+	const char *base, *colon = strrchr(path, ':');
 
 	strbuf_reset(out);
+	/* a module or function of the repository: its name ("models/mlp.py:FusedMLP" -> "fusedmlp") */
+	if (colon && colon - path > 3 && !strncmp(colon - 3, ".py", 3))
+		path = colon + 1, len = strlen(path);
 	while (len && path[len - 1] == '/')
 		len--;
 	start = len;

@@ -3,6 +3,7 @@
 #include "core/redact.h"
 #include "core/util.h"
 #include "jobs/jobs_priv.h"
+#include "jobs/repo_operators.h"
 #include "report/run_report.h"
 #include "run/kernel_json.h"
 
@@ -43,6 +44,9 @@ bool jpasses_both(const struct runner *r)
 
 	if (r->rcfg.passes != KB_PASSES_AUTO)
 		return r->rcfg.passes == KB_PASSES_BOTH;
+	/* a module whose [operator NAME] section says requires_grad is used with autograd */
+	if (jmod_is_module_job(r))
+		return jmod_section(r) && jmod_section(r)->requires_grad;
 	/* a robust-kbench task with a backward of its own is used with autograd */
 	strbuf_addf(&path, "%s/%s/func_backward.py", r->src.buf, r->job.operator_path);
 	ships = kb_is_file(path.buf);

@@ -140,6 +140,47 @@ static void fill_row(struct prow *row, enum kb_job_state state, int64_t started,
 		pj->error = row->err;
 }
 
+void jrender_list(struct strbuf *out, const char *lines)
+{
+	for (const char *s = lines; *s;) {
+		const char *nl = strchrnul(s, '\n');
+		char *line = xstrndup(s, (size_t)(nl - s));
+
+		strbuf_addstr(out, "- ");
+		kb_md_escape_n(out, line, 500);
+		strbuf_addch(out, '\n');
+		free(line);
+		s = *nl ? nl + 1 : nl;
+	}
+}
+
+/*
+ * Notes (repository config warnings, a branch left alone) and the
+ * modules still without shapes (modops.c) go above the marker.
+ */
+static void put_notes(struct kb_jobs *j, const struct jtrigger *t, const struct runner *self,
+		      struct strbuf *out)
+{
+	struct strbuf notes = STRBUF_INIT, tail = STRBUF_INIT, hints = STRBUF_INIT;
+	struct kb_marker m;
+
+	jmodops_load_hints(j, t->id, &hints);
+	if (((self && self->notes.len) || hints.len) && !kb_marker_find(out->buf, "progress", &m)) {
+		strbuf_addstr(&tail, out->buf + m.offset);
+		strbuf_setlen(out, m.offset);
+		if (self && self->notes.len)
+			strbuf_addstr(&notes, "\nNotes:\n");
+		if (self)
+			jrender_list(&notes, self->notes.buf);
+		if (hints.len)
+			strbuf_addf(&notes, "\n%s", hints.buf);
+		strbuf_addf(out, "%s\n%s", notes.buf, tail.buf);
+	}
+	strbuf_release(&notes);
+	strbuf_release(&tail);
+	strbuf_release(&hints);
+}
+
 int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner *self,
 		     struct strbuf *out)
 {
@@ -147,7 +188,6 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 	struct prow *rows = NULL;
 	struct kb_progress_job *pjs = NULL;
 	struct kb_progress p;
-	struct kb_marker m;
 	struct jrow *jrows = NULL;
 	size_t nr = 0, alloc = 0, nr_jrows = 0;
 	int rc = -1;
@@ -221,27 +261,7 @@ int jrender_progress(struct kb_jobs *j, const struct jtrigger *t, struct runner 
 		p.current_head_sha = self->pr.head_sha;
 	if (kb_progress_comment(out, &p))
 		goto out;
-	/* notes (repository config warnings, a branch left alone) go above the marker */
-	if (self && self->notes.len && !kb_marker_find(out->buf, "progress", &m)) {
-		struct strbuf notes = STRBUF_INIT, tail = STRBUF_INIT;
-
-		strbuf_addstr(&tail, out->buf + m.offset);
-		strbuf_setlen(out, m.offset);
-		strbuf_addstr(&notes, "\nNotes:\n");
-		for (const char *s = self->notes.buf; *s;) {
-			const char *nl = strchrnul(s, '\n');
-			char *line = xstrndup(s, (size_t)(nl - s));
-
-			strbuf_addstr(&notes, "- ");
-			kb_md_escape_n(&notes, line, 500);
-			strbuf_addch(&notes, '\n');
-			free(line);
-			s = *nl ? nl + 1 : nl;
-		}
-		strbuf_addf(out, "%s\n%s", notes.buf, tail.buf);
-		strbuf_release(&notes);
-		strbuf_release(&tail);
-	}
+	put_notes(j, t, self, out);
 	rc = 0;
 out:
 	jrows_free(jrows, nr_jrows);

@@ -3,6 +3,7 @@
 #include "core/strbuf.h"
 #include "core/util.h"
 #include "jobs/jobs.h"
+#include "jobs/repo_operators.h"
 
 #include <inttypes.h>
 
@@ -24,6 +25,19 @@
  *   max_configs = 8    ; at most [harness] max_configs
  *   error_factor = 4   ; the error bound, at most [harness] error_factor (0: off)
  *   passes = forward,backward  ; or forward; unset: both when the task ships a backward
+ *   [operator mlp]     ; an nn.Module (or a function) of the repository itself
+ *   module = models/mlp.py:FusedMLP   ; or function = pkg/ops.py:fused_gelu
+ *   init = H, eps=1e-6                ; the class's arguments: Python literals, sizes
+ *   inputs = float32[B,H]             ; forward's arguments; more sets: inputs.2 ... inputs.16
+ *   sizes = B=8|32, H=4096            ; symbolic sizes, '|' for alternatives
+ *   dtypes = float32, bfloat16        ; every shape set again in each dtype
+ *   requires_grad = true              ; used with autograd: the backward is searched too
+ *   tests = tests/test_mlp.py::test_forward  ; no inputs: recorded from these tests
+ *
+ * [operator NAME] sections are parsed and checked in repo_operators.c
+ * (repo_operators.h has the grammar); a job of one is a KernelBench file
+ * the job makes from it (modop.c), in the checkout's root so that the
+ * sandbox sees the repository's files beside it.
  */
 
 #define MAX_REPO_PATHS 100
@@ -49,8 +63,7 @@ static void add_path(struct kb_repo_config *rc, const char *p, size_t len)
 	rc->paths[rc->nr_paths] = NULL;
 }
 
-/* A path inside the repository: relative, no "..", no control characters. */
-static bool path_ok(const char *p)
+bool kb_repo_path_ok(const char *p)
 {
 	const char *seg = p;
 
@@ -124,7 +137,7 @@ static int handler(void *user, const char *section, const char *name, const char
 			size_t before = rc->nr_paths;
 
 			add_path(rc, p, len);
-			if (rc->nr_paths > before && !path_ok(rc->paths[rc->nr_paths - 1])) {
+			if (rc->nr_paths > before && !kb_repo_path_ok(rc->paths[rc->nr_paths - 1])) {
 				strbuf_addf(ctx->why, "[operators] paths: '%s' is not a path in the repository; ignored\n",
 					    rc->paths[rc->nr_paths - 1]);
 				free(rc->paths[--rc->nr_paths]);
@@ -191,6 +204,17 @@ static int handler(void *user, const char *section, const char *name, const char
 	}
 	if (!strcmp(section, "kernelbot") && !strcmp(name, "passes"))
 		return parse_passes(ctx, value);
+	if (!strncmp(section, "operator", 8) && (section[8] == ' ' || !section[8])) {
+		const char *op = section + 8;
+
+		while (*op == ' ' || *op == '\t')
+			op++;
+		if (*op)
+			kb_repo_operator_key(rc, op, name, value, ctx->why);
+		else if (!strstr(ctx->why->buf, "[operator] has no name"))
+			strbuf_addstr(ctx->why, "[operator] has no name: a section is [operator NAME]; ignored\n");
+		return 1;
+	}
 	strbuf_addf(ctx->why, "unknown key '%s' in section [%s]; ignored\n", name, section);
 	return 1;
 }
@@ -200,6 +224,7 @@ void kb_repo_config_release(struct kb_repo_config *rc)
 	for (size_t i = 0; i < rc->nr_paths; i++)
 		free(rc->paths[i]);
 	free(rc->paths);
+	kb_repo_operators_release(rc);
 	memset(rc, 0, sizeof(*rc));
 }
 
@@ -215,5 +240,6 @@ int kb_repo_config_parse(struct kb_repo_config *out, const char *text,
 		return error("could not parse '.kernelbot.ini'");
 	if (rc > 0)
 		strbuf_addf(why, ".kernelbot.ini:%d: not 'key = value' or '[section]'; ignored\n", rc);
+	kb_repo_operators_finish(out, why);
 	return 0;
 }

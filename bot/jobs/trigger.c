@@ -26,28 +26,22 @@ static int repo_id_of(struct kb_jobs *j, const char *repo, int64_t *id, bool cre
 
 /* The progress comment says why nothing runs. */
 static void say_no_operator(struct kb_jobs *j, int64_t repo_id, const char *repo, int64_t pr,
-			    const char *sha, const char *notes)
+			    const char *sha, const char *notes, const char *hints)
 {
 	struct strbuf body = STRBUF_INIT;
 	struct jtrigger t = { 0 };
 
 	strbuf_addf(&body, "### kernelbot: nothing to optimise\n\nNo operator at `%.12s`: no "
 		    "changed file is a KernelBench operator (`class Model` and `get_inputs`) or a "
-		    "robust-kbench task folder (`func_forward.py` and `config_forward.json`), and "
-		    "`.kernelbot.ini` lists none.\n", sha);
+		    "robust-kbench task folder (`func_forward.py` and `config_forward.json`) or a "
+		    "module with an `[operator NAME]` section in `.kernelbot.ini`, and `.kernelbot.ini` "
+		    "lists none.\n", sha);
 	if (notes && *notes) {
 		strbuf_addstr(&body, "\nNotes:\n");
-		for (const char *s = notes; *s;) {
-			const char *nl = strchrnul(s, '\n');
-			char *line = xstrndup(s, (size_t)(nl - s));
-
-			strbuf_addstr(&body, "- ");
-			kb_md_escape_n(&body, line, 500);
-			strbuf_addch(&body, '\n');
-			free(line);
-			s = *nl ? nl + 1 : nl;
-		}
+		jrender_list(&body, notes);
 	}
+	if (hints && *hints)
+		strbuf_addf(&body, "\n%s", hints);
 	strbuf_addch(&body, '\n');
 	jrender_progress_marker(&body, pr);
 	t.repo_id = repo_id;
@@ -157,7 +151,7 @@ static bool has_label(const struct kb_forge_pr *pr, const char *label)
  */
 static int find_operators(struct kb_jobs *j, const struct kb_trigger_req *req, struct kb_forge_pr *pr,
 			  struct kb_git_repo **git, const char **head, struct strvec *ops,
-			  struct strbuf *notes)
+			  struct strbuf *notes, struct strbuf *hints)
 {
 	int rc;
 
@@ -189,7 +183,7 @@ static int find_operators(struct kb_jobs *j, const struct kb_trigger_req *req, s
 			      *head, req->pr, req->repo);
 		return -1;
 	}
-	if (jops_find(j, *git, req->repo, req->pr, *head, ops, notes))
+	if (jops_find(j, *git, req->repo, req->pr, *head, ops, notes, hints))
 		return -1;
 	return 1;
 }
@@ -251,7 +245,7 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 	struct kb_forge_pr pr = KB_FORGE_PR_INIT;
 	struct kb_git_repo *git = NULL;
 	struct strvec ops = STRVEC_INIT;
-	struct strbuf notes = STRBUF_INIT;
+	struct strbuf notes = STRBUF_INIT, hints = STRBUF_INIT;
 	char *actor = NULL;
 	const char *head = NULL;
 	int64_t repo_id, tid = 0;
@@ -277,7 +271,7 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 	rc = check_actor(j, req, repo_id, &actor);
 	if (rc <= 0)
 		goto out;
-	rc = find_operators(j, req, &pr, &git, &head, &ops, &notes);
+	rc = find_operators(j, req, &pr, &git, &head, &ops, &notes, &hints);
 	if (rc <= 0)
 		goto out;
 
@@ -290,8 +284,12 @@ int kb_jobs_trigger(struct kb_jobs *j, const struct kb_trigger_req *req, int64_t
 		 req->pr, actor, head, req->source, queued);
 	if (tid_out)
 		*tid_out = tid;
+	/* the modules still without shapes: every progress comment of the trigger shows them */
+	if (queued && jmodops_save_hints(j, tid, hints.buf))
+		log_warn("%s#%" PRId64 ": the modules without shapes are left out of the progress comment",
+			 req->repo, req->pr);
 	if (!queued)
-		say_no_operator(j, repo_id, req->repo, req->pr, head, notes.buf);
+		say_no_operator(j, repo_id, req->repo, req->pr, head, notes.buf, hints.buf);
 	else if (jpub_labels(j, repo_id, req->repo, req->pr, tid, 0, KB_JOB_QUEUED))
 		log_warn("%s#%" PRId64 ": could not set labels", req->repo, req->pr);
 out:
@@ -301,6 +299,7 @@ out:
 	kb_git_repo_free(git);
 	strvec_clear(&ops);
 	strbuf_release(&notes);
+	strbuf_release(&hints);
 	return rc;
 }
 

@@ -400,6 +400,39 @@ static void finish_error(const struct kb_llm_model_cfg *m, struct kb_llm_reply *
 	reply->error = sb;
 }
 
+/* The provider's ask for no new request to this model (a 429's retry-after, its rate headers). */
+static void note_hold(const struct kb_llm_client *c, const struct kb_http_response *resp,
+		      struct kb_llm_reply *reply)
+{
+	int64_t now = kb_now_ms(), ms = kb_llm_rate_hold_ms(resp, now);
+
+	if (resp->error == KB_HTTP_OK && resp->status == 429) {
+		int64_t ra = kb_http_retry_after_ms(kb_http_response_header(resp, "retry-after"), kb_wall_s());
+
+		if (ra > ms)
+			ms = ra;
+	}
+	if (ms > c->backoff_max_ms)
+		ms = c->backoff_max_ms;
+	if (ms > 0 && now + ms > reply->hold_until_ms)
+		reply->hold_until_ms = now + ms;
+}
+
+/* Sleep ms before a retry: 0, or 1 on a stop request or an abort (llm/pool.h). */
+static int wait_to_retry(int64_t ms, const int *abort)
+{
+	while (ms > 0) {
+		int64_t step = abort && ms > 100 ? 100 : ms;
+
+		if (kb_sleep_ms(step))
+			return 1;
+		if (abort && __atomic_load_n(abort, __ATOMIC_RELAXED))
+			return 1;
+		ms -= step;
+	}
+	return 0;
+}
+
 int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *req,
 		struct kb_llm_reply *reply)
 {
@@ -432,6 +465,7 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 	hreq.headers = &headers;
 	hreq.body = body;
 	hreq.timeout_ms = timeout_ms;
+	hreq.abort = req->abort;
 
 	for (int attempt = 1;; attempt++) {
 		enum verdict v;
@@ -457,6 +491,7 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 			rc = KB_ECANCELLED;
 			break;
 		}
+		note_hold(c, &resp, reply);
 		if (reply->status == KB_LLM_TIMEOUT && hreq.timeout_ms < timeout_ms) {
 			rc = budget_ran_out(reply, true);
 			break;
@@ -471,7 +506,7 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 			rc = budget_ran_out(reply, true);
 			break;
 		}
-		if (kb_sleep_ms(w)) {
+		if (wait_to_retry(w, req->abort)) {
 			strbuf_addstr(&reply->error, "; stopped on request while waiting to retry");
 			rc = KB_ECANCELLED;
 			break;

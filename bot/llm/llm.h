@@ -51,6 +51,8 @@ struct kb_llm_request {
 	const char *purpose;    /* "translate", "mutate", "verify-numerics", ...: logs and the store */
 	int64_t deadline_ms;    /* kb_now_ms()'s clock: no attempt or wait past it (a time
 				 * budget; KB_EBUDGET when it ends the call); 0: none */
+	const int *abort;       /* NULL, or another thread ends the call (KB_ECANCELLED)
+				 * by making *abort non-zero (llm/pool.h) */
 };
 
 /* How a call ended (kb_llm_reply.status, also stored in llm_calls.status). */
@@ -77,6 +79,9 @@ struct kb_llm_reply {
 	int64_t prompt_tokens, completion_tokens; /* from the reply's usage; 0 when absent */
 	double cost_usd;        /* tokens x the model's prices */
 	int64_t latency_ms;     /* all attempts, backoff included */
+	int64_t hold_until_ms;  /* kb_now_ms()'s clock: the provider asked for no request to
+				 * this model before then (a 429's retry-after, or no
+				 * requests left in its rate window); 0: none */
 	char model[128];        /* the model that answered (config name) */
 };
 
@@ -123,6 +128,14 @@ int kb_llm_chat(struct kb_llm_client *c, size_t i, const struct kb_llm_request *
 double kb_llm_cost(const struct kb_llm_model_cfg *m, int64_t prompt_tokens, int64_t completion_tokens);
 
 /* --- pieces exposed for tests --- */
+
+struct kb_http_response;
+/*
+ * How long the provider's rate-limit headers ask for no new request to the
+ * model: the window's reset when x-ratelimit-remaining-requests (openai) or
+ * anthropic-ratelimit-requests-remaining is 0; 0 otherwise (ratelimit.c).
+ */
+int64_t kb_llm_rate_hold_ms(const struct kb_http_response *r, int64_t now_ms);
 
 /* The request body for provider p (model from m). The caller frees it. */
 char *kb_llm_request_json(enum kb_llm_provider p, const struct kb_llm_model_cfg *m,

@@ -122,10 +122,8 @@ int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 		const struct kb_llm_budget *budget, struct kb_llm_reply *reply)
 {
 	const struct kb_llm_model_cfg *m = kb_llm_model(c, i);
-	struct kb_llm_call_info rec = *info;
 	struct kb_llm_estimate est;
 	struct strbuf why = STRBUF_INIT;
-	char hash[65];
 	int rc;
 
 	if (info->call_key) {
@@ -152,7 +150,21 @@ int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 		}
 	}
 	strbuf_release(&why);
+	return kb_llm_call_unchecked(c, st, i, req, info, reply);
+}
+
+int kb_llm_call_unchecked(struct kb_llm_client *c, struct kb_state *st, size_t i,
+			  const struct kb_llm_request *req, const struct kb_llm_call_info *info,
+			  struct kb_llm_reply *reply)
+{
+	const struct kb_llm_model_cfg *m = kb_llm_model(c, i);
+	struct kb_llm_call_info rec = *info;
+	char hash[65];
+	int rc;
+
 	rc = kb_llm_chat(c, i, req, reply);
+	if (!m)
+		return rc;
 	estimate_billed(m, req, reply);
 	if (!rec.purpose)
 		rec.purpose = req->purpose;
@@ -160,6 +172,8 @@ int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 		kb_llm_request_hash(m, req, hash);
 		rec.request_hash = hash;
 	}
+	/* a call a stop or an abort ended was not answered: nothing to replay, but
+	 * what it cost so far is recorded all the same */
 	if (kb_llm_usage_record(st, &rec, reply, NULL))
 		return -1;
 	return rc;

@@ -104,5 +104,10 @@ void kb_llm_request_hash(const struct kb_llm_model_cfg *m, const struct kb_llm_r
 int kb_llm_call(struct kb_llm_client *c, struct kb_state *st, size_t i,
 		const struct kb_llm_request *req, const struct kb_llm_call_info *info,
 		const struct kb_llm_budget *budget, struct kb_llm_reply *reply);
+/* Step 3 alone (the pool's threads: llm/pool.h; the caller checked 1 and 2). */
+int kb_llm_call_unchecked(struct kb_llm_client *c, struct kb_state *st, size_t i,
+			  const struct kb_llm_request *req, const struct kb_llm_call_info *info,
+			  struct kb_llm_reply *reply);
+
 
 #endif

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "report/pytext.h"
 #include "report/run_report.h"
 #include "core/util.h"
 
@@ -24,7 +25,9 @@ static const char binding_py[] =
 	"tensor, or a tuple when the operator returns several. Inputs must be on\n"
 	"@DOC_DEVICE@. apply(*inputs) is forward as an autograd op: @DOC_BACKWARD@\n"
 	"\n"
-	"On first use the kernel (@DOC_KERNEL@) is compiled with plain @DOC_COMPILER@ and\n"
+	"backward(args, grads) gives apply()'s gradients on their own. A library the\n"
+	"repository's build made ahead of time (_kernel<suffix> beside the kernel) is\n"
+	"loaded as it is. Else, on first use the kernel (@DOC_KERNEL@) is compiled with plain @DOC_COMPILER@ and\n"
 	"cached under .kb_build/ next to this file, by content hash (KB_NVCC or\n"
 	"KB_CXX choose the compiler). Output shapes come from the reference operator\n"
 	"(reference/) run on the meta device, or once on the real inputs when that\n"
@@ -34,6 +37,7 @@ static const char binding_py[] =
 	"\"\"\"\n"
 	"import ctypes\n"
 	"import hashlib\n"
+	"import importlib.machinery\n"
 	"import importlib.util\n"
 	"import os\n"
 	"import re\n"
@@ -175,11 +179,24 @@ static const char binding_py[] =
 	"            if w in (\"cublasLt\", \"cublas\")]\n"
 	"\n"
 	"\n"
+	"def _prebuilt(name):\n"
+	"    \"\"\"The library the repository's build made of kernel file name ahead of time\n"
+	"    (_kernel<suffix> beside it: setup.py's kernelbot extension), or None.\"\"\"\n"
+	"    folder = os.path.join(HERE, os.path.dirname(name))\n"
+	"    for suffix in importlib.machinery.EXTENSION_SUFFIXES:\n"
+	"        path = os.path.join(folder, \"_kernel\" + suffix)\n"
+	"        if os.path.isfile(path):\n"
+	"            return path\n"
+	"    return None\n"
+	"\n"
+	"\n"
 	"def _load_file(name, symbols):\n"
 	"    \"\"\"The library of kernel file name (next to this file): compiled on first use\n"
 	"    (cached by content hash), loaded once; symbols get the ABI's signature.\"\"\"\n"
 	"    with _lock:\n"
 	"        lib = _libs.get(name)\n"
+	"        if lib is None and _prebuilt(name):\n"
+	"            lib = _libs[name] = ctypes.CDLL(_prebuilt(name))\n"
 	"        if lib is None:\n"
 	"            src = os.path.join(HERE, name)\n"
 	"            inc = os.path.join(HERE, \"include\")\n"
@@ -358,6 +375,16 @@ static const char binding_py[] =
 	"            for g, i in zip(got, idx)]\n"
 	"\n"
 	"\n"
+	"def backward(args, grads):\n"
+	"    \"\"\"The gradients of the floating tensors among args (in order), given one\n"
+	"    upstream gradient per output: BACKWARD_KERNEL's kb_backward, or the\n"
+	"    reference's backward (PyTorch autograd) when it is None.\"\"\"\n"
+	"    if BACKWARD_KERNEL is None:\n"
+	"        return _reference_backward(args, grads)\n"
+	"    want = [(tuple(a.shape), a.dtype) for a in args if torch.is_tensor(a) and a.is_floating_point()]\n"
+	"    return _run(\"kb_backward\", list(args) + list(grads), want, _device(args), load_backward())\n"
+	"\n"
+	"\n"
 	"class KernelFunction(torch.autograd.Function):\n"
 	"    \"\"\"forward as an autograd op: kb_backward of BACKWARD_KERNEL gives the\n"
 	"    gradients, or the reference's backward when there is none.\"\"\"\n"
@@ -379,14 +406,9 @@ static const char binding_py[] =
 	"        dev = _device(args)\n"
 	"        gs = [g if g is not None else torch.zeros(s, dtype=t, device=dev)\n"
 	"              for g, (s, t) in zip(grads, ctx.out_specs)]\n"
-	"        floating = [torch.is_tensor(a) and a.is_floating_point() for a in args]\n"
-	"        if BACKWARD_KERNEL is None:\n"
-	"            got = _reference_backward(args, gs)\n"
-	"        else:\n"
-	"            want = [(tuple(a.shape), a.dtype) for a, f in zip(args, floating) if f]\n"
-	"            got = _run(\"kb_backward\", list(args) + gs, want, dev, load_backward())\n"
-	"        it = iter(got)\n"
-	"        return tuple(next(it) if f else None for f in floating)\n"
+	"        it = iter(backward(args, gs))\n"
+	"        return tuple(next(it) if torch.is_tensor(a) and a.is_floating_point() else None\n"
+	"                     for a in args)\n"
 	"\n"
 	"\n"
 	"def apply(*args):\n"
@@ -409,47 +431,6 @@ static const char binding_py[] =
 	"                [b for _, b in self.ref.named_buffers()]\n"
 	"            return apply(*inputs, *extra)\n";
 
-/* Keep letters, digits and a few harmless characters; anything else becomes '_'. */
-static void doc_safe(struct strbuf *out, const char *s, const char *extra)
-{
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    c == '_' || c == '-' || c == '.' || (extra && strchr(extra, c)))
-			strbuf_addch(out, (char)c);
-		else
-			strbuf_addch(out, '_');
-	}
-}
-
-static void json_string(struct strbuf *out, const char *s)
-{
-	cJSON *j = cJSON_CreateString(s ? s : "");
-	char *text = cJSON_PrintUnformatted(j);
-
-	if (!text)
-		die("out of memory");
-	strbuf_addstr(out, text);
-	free(text);
-	cJSON_Delete(j);
-}
-
-static void json_strings(struct strbuf *out, const char *const *v, size_t n)
-{
-	cJSON *j = cJSON_CreateArray();
-	char *text;
-
-	for (size_t i = 0; i < n; i++)
-		cJSON_AddItemToArray(j, cJSON_CreateString(v[i] ? v[i] : ""));
-	text = cJSON_PrintUnformatted(j);
-	if (!text)
-		die("out of memory");
-	strbuf_addstr(out, text);
-	free(text);
-	cJSON_Delete(j);
-}
-
 /* The placeholders and their values, filled in one pass (a value is never rescanned). */
 enum slot {
 	DOC_NAME, DOC_KERNEL, DOC_SIG, DOC_COMPILER, DOC_DEVICE, DOC_VERSION, DOC_MODULE,
@@ -463,34 +444,6 @@ static const char *const slot_names[NR_SLOTS] = {
 	"REFERENCE", "INPUT_NAMES", "HAS_BACKWARD", "BACKWARD_KERNEL", "LINK_FLAGS",
 };
 
-static void substitute(struct strbuf *out, const char *text, struct strbuf *vals)
-{
-	const char *p = text;
-
-	while (*p) {
-		const char *at = strchr(p, '@'), *end;
-		size_t k;
-
-		if (!at) {
-			strbuf_addstr(out, p);
-			return;
-		}
-		strbuf_add(out, p, (size_t)(at - p));
-		end = strchr(at + 1, '@');
-		for (k = 0; end && k < NR_SLOTS; k++)
-			if ((size_t)(end - at - 1) == strlen(slot_names[k]) &&
-			    !memcmp(at + 1, slot_names[k], strlen(slot_names[k])))
-				break;
-		if (!end || k == NR_SLOTS) {
-			strbuf_addch(out, '@');
-			p = at + 1;
-			continue;
-		}
-		strbuf_add(out, vals[k].buf, vals[k].len);
-		p = end + 1;
-	}
-}
-
 void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 {
 	struct strbuf v[NR_SLOTS];
@@ -502,12 +455,12 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 	for (size_t i = 0; i < NR_SLOTS; i++)
 		strbuf_init(&v[i], 0);
 	/* docstring: sanitised text only */
-	doc_safe(&v[DOC_NAME], b->operator_name, NULL);
-	doc_safe(&v[DOC_KERNEL], b->kernel_file, NULL);
+	kb_pytext_doc_safe(&v[DOC_NAME], b->operator_name, NULL);
+	kb_pytext_doc_safe(&v[DOC_KERNEL], b->kernel_file, NULL);
 	for (size_t i = 0; i < b->nr_inputs; i++) {
 		if (i)
 			strbuf_addstr(&v[DOC_SIG], ", ");
-		doc_safe(&v[DOC_SIG], b->input_names[i], ":");
+		kb_pytext_doc_safe(&v[DOC_SIG], b->input_names[i], ":");
 	}
 	strbuf_addstr(&v[DOC_COMPILER], cuda ? "nvcc" : "g++");
 	strbuf_addstr(&v[DOC_DEVICE], cuda ? "a CUDA device (the kernel runs on the current stream)"
@@ -519,7 +472,7 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 			      "    y = m(*inputs)\n");
 	if (bwd) {
 		strbuf_addstr(&v[DOC_BACKWARD], "its backward runs\nkb_backward of ");
-		doc_safe(&v[DOC_BACKWARD], bwd, "/");
+		kb_pytext_doc_safe(&v[DOC_BACKWARD], bwd, "/");
 		strbuf_addch(&v[DOC_BACKWARD], '.');
 	} else {
 		strbuf_addstr(&v[DOC_BACKWARD], "its backward is the\nreference's (PyTorch autograd through "
@@ -527,24 +480,24 @@ void kb_binding_render(struct strbuf *out, const struct kb_binding_spec *b)
 	}
 
 	/* Python code */
-	doc_safe(&v[IDENT], b->operator_name, NULL);
+	kb_pytext_doc_safe(&v[IDENT], b->operator_name, NULL);
 	for (size_t i = 0; i < v[IDENT].len; i++)
 		if (v[IDENT].buf[i] == '-' || v[IDENT].buf[i] == '.')
 			v[IDENT].buf[i] = '_';
-	json_string(&v[OPERATOR], b->operator_name);
-	json_string(&v[KERNEL], b->kernel_file);
-	json_string(&v[BACKEND], cuda ? "cuda" : "cpu");
-	json_string(&v[FORMAT], kernelbench ? "kernelbench" : "robust-kbench");
-	json_string(&v[REFERENCE], b->reference);
-	json_strings(&v[INPUT_NAMES], b->input_names, b->nr_inputs);
+	kb_pytext_json_string(&v[OPERATOR], b->operator_name);
+	kb_pytext_json_string(&v[KERNEL], b->kernel_file);
+	kb_pytext_json_string(&v[BACKEND], cuda ? "cuda" : "cpu");
+	kb_pytext_json_string(&v[FORMAT], kernelbench ? "kernelbench" : "robust-kbench");
+	kb_pytext_json_string(&v[REFERENCE], b->reference);
+	kb_pytext_json_strings(&v[INPUT_NAMES], b->input_names, b->nr_inputs);
 	strbuf_addstr(&v[HAS_BACKWARD], b->has_backward ? "True" : "False");
 	if (bwd)
-		json_string(&v[BACKWARD_KERNEL], bwd);
+		kb_pytext_json_string(&v[BACKWARD_KERNEL], bwd);
 	else
 		strbuf_addstr(&v[BACKWARD_KERNEL], "None");
-	json_strings(&v[LINK_FLAGS], b->link_flags, b->nr_link_flags);
+	kb_pytext_json_strings(&v[LINK_FLAGS], b->link_flags, b->nr_link_flags);
 
-	substitute(out, binding_py, v);
+	kb_pytext_fill(out, binding_py, slot_names, v, NR_SLOTS);
 	for (size_t i = 0; i < NR_SLOTS; i++)
 		strbuf_release(&v[i]);
 }

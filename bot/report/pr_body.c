@@ -3,6 +3,7 @@
 #include "core/util.h"
 #include "report/headline.h"
 #include "report/passes.h"
+#include "report/wire.h"
 #include "report/pr_body.h"
 #include "core/hash.h"
 #include "verifier/evidence.h"
@@ -233,6 +234,13 @@ static void sec_passes(struct strbuf *sb, struct body_ctx *c)
 {
 	if (c->r->passes && c->verified)
 		kb_passes_section(sb, c->ev, c->r->passes);
+}
+
+/* the kernel wired into the repository's module, and the proof (report/wire.h) */
+static void sec_wiring(struct strbuf *sb, struct body_ctx *c)
+{
+	if (c->verified)
+		kb_wire_markdown(sb, cJSON_GetObjectItemCaseSensitive(c->ev, "wiring"));
 }
 
 static void sec_speedup(struct strbuf *sb, struct body_ctx *c)
@@ -1139,6 +1147,7 @@ static const struct {
 	{ sec_speedup, 0, NULL },
 	{ sec_timing_details, 6, "timing details" },
 	{ sec_correctness, 0, NULL },
+	{ sec_wiring, 0, NULL },
 	{ sec_errors_details, 3, "per-config errors" },
 	{ sec_dropped_details, 1, "configs left out" },
 	{ sec_notes_details, 5, "harness notes" },

@@ -167,71 +167,88 @@ static void note_of(const char *reply, struct strbuf *out)
 	strbuf_trim(out);
 }
 
-int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass)
+int srch_verify_prompt(struct srch *s, const struct kb_search_cand *c, int k, struct strbuf *prompt,
+		       struct strbuf *purpose)
 {
 	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
-	struct strbuf prompt = STRBUF_INIT, note = STRBUF_INIT, purpose = STRBUF_INIT;
+	int rc;
+
+	kb_prompt_var(&v, "candidate_source", c->source);
+	strbuf_reset(prompt);
+	strbuf_reset(purpose);
+	strbuf_addf(purpose, "verify-%s", kb_soft_verifier_name((enum kb_soft_verifier)k));
+	rc = srch_render(s, verifier_tmpl[k], &v, prompt);
+	kb_prompt_vars_release(&v);
+	return rc;
+}
+
+void srch_verify_note(cJSON *all, int k, int rc, const struct kb_llm_reply *reply, int *answered, bool *pass)
+{
+	const char *name = kb_soft_verifier_name((enum kb_soft_verifier)k);
+	cJSON *one = cJSON_AddObjectToObject(all, name);
+	struct strbuf note = STRBUF_INIT;
+	int verdict;
+
+	if (rc) {
+		/* a failed call or a budget: no verdict, no veto */
+		cJSON_AddStringToObject(one, "verdict", rc == KB_EBUDGET ? "skipped" : "error");
+		if (reply && reply->error.len)
+			cJSON_AddStringToObject(one, "note", reply->error.buf);
+		return;
+	}
+	verdict = kb_soft_verdict_parse(reply->text.buf);
+	/* a reply with no verdict line is no prediction: neither a pass nor a veto */
+	if (verdict >= 0)
+		(*answered)++;
+	cJSON_AddStringToObject(one, "verdict", verdict == 1 ? "PASS" : verdict == 0 ? "FAIL" : "none");
+	cJSON_AddStringToObject(one, "model", reply->model);
+	note_of(reply->text.buf, &note);
+	cJSON_AddStringToObject(one, "note", note.buf);
+	if (verdict == 0)
+		*pass = false;
+	strbuf_release(&note);
+}
+
+void srch_verify_finish(struct kb_search_cand *c, cJSON *all, int answered, bool pass)
+{
+	/* no answer at all (budget, failed calls): no prediction to score */
+	if (answered)
+		cJSON_AddBoolToObject(all, "pass", pass);
+	cJSON_Delete(c->verifiers);
+	c->verifiers = all;
+}
+
+int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass)
+{
+	struct strbuf prompt = STRBUF_INIT, purpose = STRBUF_INIT;
 	struct kb_llm_reply reply;
 	cJSON *all = cJSON_CreateObject();
 	int rc = 0, answered = 0;
 
 	*pass = true;
 	kb_llm_reply_init(&reply);
-	kb_prompt_var(&v, "candidate_source", c->source);
 	for (int k = 0; k < KB_SV_NR; k++) {
-		const char *name = kb_soft_verifier_name((enum kb_soft_verifier)k);
-		cJSON *one = cJSON_AddObjectToObject(all, name);
-		int verdict;
-
-		strbuf_reset(&prompt);
-		strbuf_reset(&purpose);
-		strbuf_addf(&purpose, "verify-%s", name);
-		if (srch_render(s, verifier_tmpl[k], &v, &prompt)) {
+		if (srch_verify_prompt(s, c, k, &prompt, &purpose)) {
 			rc = -1;
 			goto out;
 		}
 		if (s->cut_short) {
-			cJSON_AddStringToObject(one, "verdict", "skipped");
+			srch_verify_note(all, k, KB_EBUDGET, NULL, &answered, pass);
 			continue;
 		}
 		rc = srch_ask(s, c->generation, c->island, c->slot, purpose.buf, c->round, SIZE_MAX,
 			      prompt.buf, &reply, NULL);
 		if (rc == KB_ECANCELLED || rc == -1)
 			goto out;
-		if (rc) {
-			/* a failed call or a budget: no verdict, no veto */
-			cJSON_AddStringToObject(one, "verdict", rc == KB_EBUDGET ? "skipped" : "error");
-			if (reply.error.len)
-				cJSON_AddStringToObject(one, "note", reply.error.buf);
-			rc = 0;
-			continue;
-		}
-		verdict = kb_soft_verdict_parse(reply.text.buf);
-		/* a reply with no verdict line is no prediction: neither a pass nor a veto */
-		if (verdict >= 0)
-			answered++;
-		cJSON_AddStringToObject(one, "verdict", verdict == 1 ? "PASS" : verdict == 0 ? "FAIL" : "none");
-		cJSON_AddStringToObject(one, "model", reply.model);
-		strbuf_reset(&note);
-		note_of(reply.text.buf, &note);
-		cJSON_AddStringToObject(one, "note", note.buf);
-		if (verdict == 0)
-			*pass = false;
+		srch_verify_note(all, k, rc, &reply, &answered, pass);
+		rc = 0;
 	}
-	/* no answer at all (budget, failed calls): no prediction to score */
-	if (answered)
-		cJSON_AddBoolToObject(all, "pass", *pass);
+	srch_verify_finish(c, all, answered, *pass);
+	all = NULL;
 out:
-	if (!rc) {
-		cJSON_Delete(c->verifiers);
-		c->verifiers = all;
-		all = NULL;
-	}
 	cJSON_Delete(all);
 	kb_llm_reply_release(&reply);
-	kb_prompt_vars_release(&v);
 	strbuf_release(&prompt);
-	strbuf_release(&note);
 	strbuf_release(&purpose);
 	return rc;
 }

@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "search/search_priv.h"
+#include "llm/pool.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/redact.h"
@@ -171,9 +172,7 @@ static struct kb_prompt *seed_prompt(struct srch *s)
 
 /* --- proposing --- */
 
-enum kind { K_TRANSLATE, K_MUTATE, K_CROSSOVER };
-
-static const char *kind_name(enum kind k)
+const char *srch_kind_name(enum srch_kind k)
 {
 	return k == K_TRANSLATE ? "translate" : k == K_MUTATE ? "mutate" : "crossover";
 }
@@ -238,15 +237,7 @@ static int inspirations_text(struct srch *s, const int64_t *ids, size_t n, int64
 }
 
 /* The slot's plan: kind, parents, prompt; drawn from an rng of (seed, g, island, slot) only. */
-struct plan {
-	enum kind kind;
-	struct kb_search_cand *parent, *second;
-	struct kb_prompt *prompt;
-	int64_t insp[16];
-	size_t nr_insp;
-};
-
-static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, struct plan *pl)
+static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, struct srch_plan *pl)
 {
 	struct strbuf tag = STRBUF_INIT;
 	struct kb_select_mix mix = {
@@ -304,27 +295,17 @@ static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, st
 	if (pl->nr_insp > want)
 		pl->nr_insp = want;
 	log_debug("search: g%lld island %zu slot %lld: %s, parent %lld by %s", (long long)g, island,
-		  (long long)slot, kind_name(pl->kind), (long long)pl->parent->id, kb_select_kind_name(how));
+		  (long long)slot, srch_kind_name(pl->kind), (long long)pl->parent->id, kb_select_kind_name(how));
 }
 
-/*
- * Ask the model for the slot's kernel and register it; *out NULL when
- * the slot produced nothing new. 0, KB_ECANCELLED, -1 (a failed call or
- * a budget is not an error: the slot just yields nothing).
- */
-static int propose(struct srch *s, int64_t g, size_t island, int64_t slot, const struct plan *pl,
-		   struct kb_search_cand **out)
+/* The slot's prompt: the translate, mutate or crossover template with its parents. 0 or -1. */
+static int propose_prompt(struct srch *s, const struct srch_plan *pl, struct strbuf *prompt)
 {
 	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
-	struct strbuf prompt = STRBUF_INIT, sb = STRBUF_INIT, code = STRBUF_INIT, why = STRBUF_INIT;
-	struct strbuf key = STRBUF_INIT;
-	struct kb_llm_reply reply;
-	struct kb_search_cand *c;
+	struct strbuf sb = STRBUF_INIT;
 	enum srch_tmpl t = pl->kind == K_TRANSLATE ? T_TRANSLATE : pl->kind == K_MUTATE ? T_MUTATE : T_CROSSOVER;
-	int rc;
+	int rc = 0;
 
-	*out = NULL;
-	kb_llm_reply_init(&reply);
 	sections_vars(s, pl->prompt, &v);
 	if (pl->parent) {
 		parent_vars(s, pl->parent, "parent", &v);
@@ -334,141 +315,66 @@ static int propose(struct srch *s, int64_t g, size_t island, int64_t slot, const
 		srch_hints_text(s, pl->parent, &sb);
 		kb_prompt_var(&v, "hints", sb.buf);
 		strbuf_reset(&sb);
-		if (inspirations_text(s, pl->insp, pl->nr_insp, pl->second ? pl->second->id : 0, &sb)) {
-			rc = -1;
-			goto out;
-		}
+		rc = inspirations_text(s, pl->insp, pl->nr_insp, pl->second ? pl->second->id : 0, &sb);
 		kb_prompt_var(&v, "inspirations", sb.buf);
 		kb_prompt_var(&v, "direction", "");
 	}
 	if (pl->second)
 		parent_vars(s, pl->second, "second", &v);
-	if (srch_render(s, t, &v, &prompt)) {
-		rc = -1;
-		goto out;
-	}
-	rc = srch_ask(s, g, (int64_t)island, slot, kind_name(pl->kind), 0, SIZE_MAX, prompt.buf, &reply, &key);
-	if (rc == KB_ECANCELLED || rc == -1)
-		goto out;
-	if (rc) {
-		rc = 0;
-		goto out;
-	}
-	if (srch_extract(reply.text.buf, &code, &why)) {
-		kb_progress_note(s->pg, "%s reply (%s): %s", kind_name(pl->kind), reply.model, why.buf);
-		srch_diagnose(s, 0, "a %s reply had no usable kernel: %s", kind_name(pl->kind), why.buf);
-		goto out;
-	}
-	if (why.len)
-		kb_progress_note(s->pg, "%s reply (%s): %s", kind_name(pl->kind), reply.model, why.buf);
-	c = srch_cand_new(s, kind_name(pl->kind), code.buf, g, (int64_t)island, slot, 0);
-	c->model = xstrdup(reply.model);
-	c->call_key = xstrdup(key.buf);
-	c->parent_id = pl->parent ? pl->parent->id : 0;
-	c->second_parent_id = pl->second ? pl->second->id : 0;
-	c->prompt_id = pl->prompt ? pl->prompt->id : 0;
-	rc = srch_register(s, c, out);
-out:
-	kb_llm_reply_release(&reply);
+	if (!rc)
+		rc = srch_render(s, t, &v, prompt);
 	kb_prompt_vars_release(&v);
-	strbuf_release(&prompt);
 	strbuf_release(&sb);
-	strbuf_release(&code);
-	strbuf_release(&why);
-	strbuf_release(&key);
 	return rc;
 }
 
-static bool repairable(const struct kb_search_cand *c)
-{
-	return !strcmp(c->verdict, "build") || !strcmp(c->verdict, "static") || !strcmp(c->verdict, "rejected");
-}
-
-/* A repair of c (round), registered into *out (NULL: nothing new). */
-static int repair_one(struct srch *s, struct kb_search_cand *c, int64_t round, struct kb_search_cand **out)
+int srch_repair_prompt(struct srch *s, const struct kb_search_cand *c, struct strbuf *prompt)
 {
 	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
-	struct strbuf prompt = STRBUF_INIT, err = STRBUF_INIT, kind = STRBUF_INIT, code = STRBUF_INIT;
-	struct strbuf why = STRBUF_INIT, key = STRBUF_INIT;
-	struct kb_llm_reply reply;
-	struct kb_search_cand *r;
+	struct strbuf err = STRBUF_INIT, kind = STRBUF_INIT;
 	int rc;
 
-	*out = NULL;
-	kb_llm_reply_init(&reply);
 	srch_failure_text(c, &err, &kind);
 	sections_vars(s, c->prompt_id ? srch_prompt(s, c->prompt_id) : NULL, &v);
 	kb_prompt_var(&v, "candidate_source", c->source);
 	kb_prompt_var(&v, "error", err.buf);
 	kb_prompt_var(&v, "failure_kind", kind.buf);
-	if (srch_render(s, T_REPAIR, &v, &prompt)) {
-		rc = -1;
-		goto out;
-	}
-	rc = srch_ask(s, c->generation, c->island, c->slot, "repair", round, SIZE_MAX, prompt.buf, &reply, &key);
-	if (rc == KB_ECANCELLED || rc == -1)
-		goto out;
-	if (rc) {
-		rc = 0;
-		goto out;
-	}
-	if (srch_extract(reply.text.buf, &code, &why)) {
-		kb_progress_note(s->pg, "repair reply (%s): %s", reply.model, why.buf);
-		srch_diagnose(s, 0, "a repair reply had no usable kernel: %s", why.buf);
-		goto out;
-	}
-	if (why.len)
-		kb_progress_note(s->pg, "repair reply (%s): %s", reply.model, why.buf);
-	r = srch_cand_new(s, "repair", code.buf, c->generation, c->island, c->slot, round);
-	r->model = xstrdup(reply.model);
-	r->call_key = xstrdup(key.buf);
-	r->parent_id = c->id;
-	r->prompt_id = c->prompt_id;
-	rc = srch_register(s, r, out);
-out:
-	kb_llm_reply_release(&reply);
+	rc = srch_render(s, T_REPAIR, &v, prompt);
 	kb_prompt_vars_release(&v);
-	strbuf_release(&prompt);
 	strbuf_release(&err);
 	strbuf_release(&kind);
-	strbuf_release(&code);
-	strbuf_release(&why);
-	strbuf_release(&key);
 	return rc;
 }
 
-/* Evaluate batch, then repair what failed, round after round. */
-static int process_with_repairs(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+/* Plan every slot of generation g (slots k0.. of the islands, or the islands' per-generation slots) into the flow. */
+static int plan_proposals(struct srch *s, int64_t g, int64_t n, bool spread, struct srch_flow_spec **out)
 {
-	struct kb_search_cand **cur = xcalloc(n ? n : 1, sizeof(*cur)), **next = NULL;
-	size_t nr = n;
-	int rc;
+	struct srch_flow_spec *specs = xcalloc(n ? (size_t)n : 1, sizeof(*specs));
+	int64_t per = n / (int64_t)s->nr_islands;
+	int rc = 0;
 
-	if (n)
-		memcpy(cur, batch, n * sizeof(*cur));
-	rc = srch_process(s, cur, nr, stage);
-	for (int64_t round = 1; !rc && round <= s->cfg->search_repair_rounds && nr; round++) {
-		size_t m = 0;
+	for (int64_t k = 0; k < n && !rc; k++) {
+		struct srch_flow_spec *sp = &specs[k];
+		size_t island = spread ? (size_t)k % s->nr_islands : (size_t)(k / (per ? per : 1)) % s->nr_islands;
+		int64_t slot = spread ? k : k % (per ? per : 1);
+		struct srch_plan pl;
 
-		next = xcalloc(nr, sizeof(*next));
-		for (size_t i = 0; i < nr && !rc; i++) {
-			struct kb_search_cand *r = NULL;
-
-			if (!repairable(cur[i]) || s->cut_short)
-				continue;
-			rc = repair_one(s, cur[i], round, &r);
-			if (!rc && r)
-				next[m++] = r;
-		}
-		free(cur);
-		cur = next;
-		next = NULL;
-		nr = m;
-		if (!rc && nr)
-			rc = srch_process(s, cur, nr, stage);
+		plan_slot(s, g, island, slot, &pl);
+		sp->g = g;
+		sp->island = (int64_t)island;
+		sp->slot = slot;
+		sp->kind = pl.kind;
+		sp->parent_id = pl.parent ? pl.parent->id : 0;
+		sp->second_id = pl.second ? pl.second->id : 0;
+		sp->prompt_id = pl.prompt ? pl.prompt->id : 0;
+		strbuf_init(&sp->prompt, 0);
+		rc = propose_prompt(s, &pl, &sp->prompt);
 	}
-	free(cur);
-	free(next);
+	if (rc) {
+		srch_flow_specs_free(specs, (size_t)n);
+		specs = NULL;
+	}
+	*out = specs;
 	return rc;
 }
 
@@ -567,44 +473,21 @@ static int plant_seeds(struct srch *s)
 	return rc;
 }
 
-static struct kb_search_cand **batch_push(struct kb_search_cand **v, size_t *n, size_t *alloc,
-					  struct kb_search_cand *c)
-{
-	if (*n == *alloc) {
-		*alloc = *alloc ? 2 * *alloc : 16;
-		v = xrealloc(v, *alloc * sizeof(*v));
-	}
-	v[(*n)++] = c;
-	return v;
-}
-
 /* Translation: the seeds, then [search] initial first kernels spread over the islands. */
 static int translate(struct srch *s)
 {
-	struct kb_search_cand **batch = NULL;
-	size_t n = 0, alloc = 0;
+	struct srch_flow_spec *specs = NULL;
 	int64_t initial = s->cfg->search_initial > 0 ? s->cfg->search_initial : (int64_t)s->nr_islands;
 	int rc;
 
 	s->generation = 0;
 	kb_progress_stage(s->pg, "translate", (size_t)initial);
 	rc = plant_seeds(s);
-	for (int64_t k = 0; !rc && k < initial && !s->cut_short; k++) {
-		struct plan pl;
-		struct kb_search_cand *c = NULL;
-
-		if (kb_stop_requested()) {
-			rc = KB_ECANCELLED;
-			break;
-		}
-		plan_slot(s, 0, (size_t)k % s->nr_islands, k, &pl);
-		rc = propose(s, 0, (size_t)k % s->nr_islands, k, &pl, &c);
-		if (!rc && c)
-			batch = batch_push(batch, &n, &alloc, c);
-	}
 	if (!rc)
-		rc = process_with_repairs(s, batch, n, "translate");
-	free(batch);
+		rc = plan_proposals(s, 0, initial, true, &specs);
+	if (!rc)
+		rc = srch_flow_run(s, specs, (size_t)initial, "translate");
+	srch_flow_specs_free(specs, (size_t)initial);
 	if (!rc)
 		rc = commit(s, 0);
 	return rc;
@@ -676,32 +559,19 @@ out:
 
 static int evolve(struct srch *s, int64_t g)
 {
-	struct kb_search_cand **batch = NULL;
+	struct srch_flow_spec *specs = NULL;
 	struct strbuf stage = STRBUF_INIT;
-	size_t n = 0, alloc = 0;
 	int64_t per = s->cfg->search_per_generation > 0 ? s->cfg->search_per_generation : 1;
-	int rc = 0;
+	int64_t n = per * (int64_t)s->nr_islands;
+	int rc;
 
 	s->generation = g;
 	strbuf_addf(&stage, "evolve %lld/%lld", (long long)g, (long long)s->generations);
-	kb_progress_stage(s->pg, stage.buf, (size_t)(per * (int64_t)s->nr_islands));
-	for (size_t island = 0; !rc && island < s->nr_islands; island++)
-		for (int64_t k = 0; !rc && k < per && !s->cut_short; k++) {
-			struct plan pl;
-			struct kb_search_cand *c = NULL;
-
-			if (kb_stop_requested()) {
-				rc = KB_ECANCELLED;
-				break;
-			}
-			plan_slot(s, g, island, k, &pl);
-			rc = propose(s, g, island, k, &pl, &c);
-			if (!rc && c)
-				batch = batch_push(batch, &n, &alloc, c);
-		}
+	kb_progress_stage(s->pg, stage.buf, (size_t)n);
+	rc = plan_proposals(s, g, n, false, &specs);
 	if (!rc)
-		rc = process_with_repairs(s, batch, n, stage.buf);
-	free(batch);
+		rc = srch_flow_run(s, specs, (size_t)n, stage.buf);
+	srch_flow_specs_free(specs, (size_t)n);
 	if (!rc && s->nr_islands > 1 && s->cfg->search_migration_interval > 0 &&
 	    g % s->cfg->search_migration_interval == 0) {
 		struct kb_migration *moves = xcalloc(s->nr_islands, sizeof(*moves));
@@ -1152,8 +1022,23 @@ static int load_state(struct srch *s)
 	return 0;
 }
 
+/* The generations' model calls in flight: threads that store into this search's state store. */
+static int pool_new(struct srch *s)
+{
+	char *dir = xstrdup(kb_state_path(s->st));
+	char *slash = strrchr(dir, '/');
+	int rc;
+
+	if (slash)
+		*slash = '\0';
+	rc = kb_llm_pool_new(&s->pool, s->cfg, slash ? dir : ".", (size_t)s->cfg->search_calls_in_flight);
+	free(dir);
+	return rc;
+}
+
 static void srch_release(struct srch *s)
 {
+	kb_llm_pool_free(s->pool);
 	for (int t = 0; t < T_NR; t++)
 		strbuf_release(&s->tmpl[t]);
 	kb_prompt_vars_release(&s->base);
@@ -1218,6 +1103,8 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 
 	kb_progress_stage(s.pg, "search", 0);
 	if (open_search(&s, &done))
+		goto out;
+	if (!done && pool_new(&s))
 		goto out;
 	res->search_id = s.row.id;
 	if (done) {

@@ -410,80 +410,67 @@ static int offer_batch(struct srch *s, struct kb_search_cand **batch, size_t n)
 	return 0;
 }
 
-int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+int srch_screen_static(struct srch *s, struct kb_search_cand *c, bool *rejected)
 {
-	struct kb_search_cand **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
-	size_t m = 0;
+	*rejected = static_reject(s, c);
+	if (!*rejected)
+		return 0;
+	if (kb_search_db_cand_update(s->st, c))
+		return -1;
+	note_failure(s, c);
+	kb_progress_note(s->pg, "#%lld %s: static: %s", (long long)c->id, c->proposer,
+			 kb_json_str(cJSON_GetArrayItem(c->reasons, 0), "message"));
+	return 0;
+}
+
+/* c's reasons: the verifiers that said FAIL, with their notes. */
+static void filtered_reasons(struct kb_search_cand *c)
+{
+	const cJSON *v;
+
+	cJSON_Delete(c->reasons);
+	c->reasons = cJSON_CreateArray();
+	cJSON_ArrayForEach(v, c->verifiers) {
+		const char *verdict = kb_json_str(v, "verdict");
+		cJSON *r;
+
+		if (!verdict || strcmp(verdict, "FAIL"))
+			continue;
+		r = cJSON_CreateObject();
+		cJSON_AddStringToObject(r, "check", "llm_verifier");
+		cJSON_AddStringToObject(r, "verifier", v->string);
+		cJSON_AddStringToObject(r, "message", kb_json_str(v, "note") ? kb_json_str(v, "note") : "");
+		cJSON_AddItemToArray(c->reasons, r);
+	}
+}
+
+int srch_screen_llm(struct srch *s, struct kb_search_cand *c, bool pass, bool *run)
+{
+	*run = true;
+	if (!pass) {
+		bool audited = audit_draw(s, c);
+
+		cJSON_DeleteItemFromObjectCaseSensitive(c->verifiers, "audited");
+		cJSON_AddBoolToObject(c->verifiers, "audited", audited);
+		c->audited = audited;
+		if (!audited) {
+			kb_strlcpy(c->verdict, "filtered", sizeof(c->verdict));
+			filtered_reasons(c);
+			kb_progress_note(s->pg, "#%lld %s: filtered by the llm verifiers", (long long)c->id,
+					 c->proposer);
+			note_failure(s, c);
+			*run = false;
+		}
+	}
+	return kb_search_db_cand_update(s->st, c) ? -1 : 0;
+}
+
+int srch_run_batch(struct srch *s, struct kb_search_cand **to_run, size_t m, struct kb_search_cand **batch,
+		   size_t n, const char *stage)
+{
 	int64_t t0;
 	int rc = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		struct kb_search_cand *c = batch[i];
-		bool pass = true;
-
-		if (strcmp(c->verdict, "pending")) {
-			/* decided by an earlier run: its failure lines are this run's too */
-			srch_diagnoses_restore(s, c->id);
-			continue;
-		}
-		if (static_reject(s, c)) {
-			if (kb_search_db_cand_update(s->st, c)) {
-				rc = -1;
-				goto out;
-			}
-			note_failure(s, c);
-			kb_progress_note(s->pg, "#%lld %s: static: %s", (long long)c->id, c->proposer,
-					 kb_json_str(cJSON_GetArrayItem(c->reasons, 0), "message"));
-			continue;
-		}
-		if (s->cfg->search_llm_verifiers && !s->no_verifiers) {
-			const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->verifiers, "pass");
-
-			if (cJSON_IsBool(p)) {
-				pass = cJSON_IsTrue(p);
-			} else {
-				rc = srch_llm_verify(s, c, &pass);
-				if (rc)
-					goto out;
-			}
-			if (!pass) {
-				bool audited = audit_draw(s, c);
-
-				cJSON_DeleteItemFromObjectCaseSensitive(c->verifiers, "audited");
-				cJSON_AddBoolToObject(c->verifiers, "audited", audited);
-				c->audited = audited;
-				if (!audited) {
-					const cJSON *v;
-
-					kb_strlcpy(c->verdict, "filtered", sizeof(c->verdict));
-					cJSON_Delete(c->reasons);
-					c->reasons = cJSON_CreateArray();
-					cJSON_ArrayForEach(v, c->verifiers) {
-						const char *verdict = kb_json_str(v, "verdict");
-						cJSON *r;
-
-						if (!verdict || strcmp(verdict, "FAIL"))
-							continue;
-						r = cJSON_CreateObject();
-						cJSON_AddStringToObject(r, "check", "llm_verifier");
-						cJSON_AddStringToObject(r, "verifier", v->string);
-						cJSON_AddStringToObject(r, "message", kb_json_str(v, "note") ? kb_json_str(v, "note") : "");
-						cJSON_AddItemToArray(c->reasons, r);
-					}
-					kb_progress_note(s->pg, "#%lld %s: filtered by the llm verifiers", (long long)c->id,
-							 c->proposer);
-					note_failure(s, c);
-				}
-			}
-			if (kb_search_db_cand_update(s->st, c)) {
-				rc = -1;
-				goto out;
-			}
-			if (!pass && !c->audited)
-				continue;
-		}
-		to_run[m++] = c;
-	}
 	if (m && !kb_budget_may_start(&s->clock, kb_now_ms(), m)) {
 		srch_cut_short(s, "the time budget ran out (%zu more candidate%s and the final check would "
 			       "take about %lld s)", m, m == 1 ? "" : "s",
@@ -491,10 +478,8 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 					    kb_budget_reserve_ms(&s->clock)) / 1000));
 		m = 0;
 	}
-	if (m && kb_stop_requested()) {
-		rc = KB_ECANCELLED;
-		goto out;
-	}
+	if (m && kb_stop_requested())
+		return KB_ECANCELLED;
 	t0 = kb_now_ms();
 	if (m)
 		rc = evaluate(s, to_run, m, stage);
@@ -503,6 +488,72 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 	/* the confirmations are part of what a batch costs */
 	if (!rc && m)
 		kb_budget_spent(&s->clock, kb_now_ms() - t0, m);
+	return rc;
+}
+
+int srch_reply_cand(struct srch *s, const char *proposer, const struct kb_llm_reply *reply, const char *key,
+		    const struct kb_search_cand *like, struct kb_search_cand **out)
+{
+	struct strbuf code = STRBUF_INIT, why = STRBUF_INIT;
+	struct kb_search_cand *c;
+	int rc = 0;
+
+	*out = NULL;
+	if (srch_extract(reply->text.buf, &code, &why)) {
+		kb_progress_note(s->pg, "%s reply (%s): %s", proposer, reply->model, why.buf);
+		srch_diagnose(s, 0, "a %s reply had no usable kernel: %s", proposer, why.buf);
+		goto out;
+	}
+	if (why.len)
+		kb_progress_note(s->pg, "%s reply (%s): %s", proposer, reply->model, why.buf);
+	c = srch_cand_new(s, proposer, code.buf, like->generation, like->island, like->slot, like->round);
+	c->model = xstrdup(reply->model);
+	c->call_key = xstrdup(key);
+	c->parent_id = like->parent_id;
+	c->second_parent_id = like->second_parent_id;
+	c->prompt_id = like->prompt_id;
+	rc = srch_register(s, c, out);
+out:
+	strbuf_release(&code);
+	strbuf_release(&why);
+	return rc;
+}
+
+int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+{
+	struct kb_search_cand **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
+	size_t m = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct kb_search_cand *c = batch[i];
+		bool pass = true, rejected, run = true;
+
+		if (strcmp(c->verdict, "pending")) {
+			/* decided by an earlier run: its failure lines are this run's too */
+			srch_diagnoses_restore(s, c->id);
+			continue;
+		}
+		rc = srch_screen_static(s, c, &rejected);
+		if (rc)
+			goto out;
+		if (rejected)
+			continue;
+		if (s->cfg->search_llm_verifiers && !s->no_verifiers) {
+			const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->verifiers, "pass");
+
+			if (cJSON_IsBool(p))
+				pass = cJSON_IsTrue(p);
+			else if ((rc = srch_llm_verify(s, c, &pass)))
+				goto out;
+			if ((rc = srch_screen_llm(s, c, pass, &run)))
+				goto out;
+			if (!run)
+				continue;
+		}
+		to_run[m++] = c;
+	}
+	rc = srch_run_batch(s, to_run, m, batch, n, stage);
 out:
 	free(to_run);
 	return rc;

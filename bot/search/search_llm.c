@@ -10,6 +10,8 @@
 #include "core/hash.h"
 #include "core/rng.h"
 #include "verifier/harness_client.h"
+#include "llm/pool.h"
+#include "llm/usage.h"
 
 #include <math.h>
 
@@ -20,49 +22,41 @@ uint64_t srch_rng_for(const struct srch *s, const char *text)
 	return s->seed ^ kb_fnv1a64_str(KB_FNV1A64_INIT, text);
 }
 
-int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
-	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
-	     struct strbuf *key_out)
+/*
+ * Everything before a call: the key, the prompt's record, the model, a
+ * stored answer or failure, the budgets. 0 / 1 / KB_EBUDGET /
+ * KB_ECANCELLED / -1 as srch_ask; SRCH_ASKED when the call must be made
+ * (*model set).
+ */
+static int ask_prepare(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
+		       int64_t attempt, size_t *model, const char *prompt, struct kb_llm_reply *reply,
+		       struct strbuf *key)
 {
-	struct strbuf key = STRBUF_INIT;
-	struct kb_llm_message msg = { .role = "user", .content = prompt };
-	struct kb_llm_request req = {
-		.messages = &msg, .nr_messages = 1, .temperature = NAN, .max_tokens = 0, .purpose = purpose,
-	};
-	struct kb_llm_call_info info = {
-		.search_id = s->row.id, .job_id = s->o->job_id, .purpose = purpose,
-	};
 	int rc;
 
-	/* the call ends by the deadline, less the final checks' reserve */
-	req.deadline_ms = srch_work_deadline_ms(s);
-	kb_search_call_key(&key, s->call_base, g, island, slot, purpose, attempt);
-	if (key_out) {
-		strbuf_reset(key_out);
-		strbuf_addstr(key_out, key.buf);
-	}
-	info.call_key = key.buf;
+	strbuf_reset(key);
+	kb_search_call_key(key, s->call_base, g, island, slot, purpose, attempt);
 	/* the record of what was asked (the first text of a key stays: its answer is stored) */
-	if (kb_search_db_prompt_text_add(s->st, s->row.id, key.buf, purpose, prompt))
-		log_warn("search: the prompt of call %s was not stored", key.buf);
-	if (model == SIZE_MAX) {
-		uint64_t r = srch_rng_for(s, key.buf + strlen(s->call_base));
+	if (kb_search_db_prompt_text_add(s->st, s->row.id, key->buf, purpose, prompt))
+		log_warn("search: the prompt of call %s was not stored", key->buf);
+	if (*model == SIZE_MAX) {
+		uint64_t r = srch_rng_for(s, key->buf + strlen(s->call_base));
 
-		model = kb_llm_pick(s->llm, &r);
+		*model = kb_llm_pick(s->llm, &r);
 	}
 	/* answered before the kill or by an earlier run of this seed: no request, no budget */
-	rc = kb_llm_usage_lookup(s->st, key.buf, reply);
+	rc = kb_llm_usage_lookup(s->st, key->buf, reply);
 	if (!rc) {
 		s->replayed++;
-		goto out;
+		return 0;
 	}
 	if (rc != KB_ENOTFOUND)
-		goto out;
+		return rc;
 	/* an empty or malformed answer was the model's answer: the same again, without asking */
 	{
 		struct strbuf status = STRBUF_INIT;
 
-		rc = kb_search_db_call_failure(s->st, key.buf, &status, &reply->error);
+		rc = kb_search_db_call_failure(s->st, key->buf, &status, &reply->error);
 		if (!rc) {
 			reply->status = !strcmp(status.buf, "empty") ? KB_LLM_EMPTY : KB_LLM_MALFORMED;
 			s->replayed++;
@@ -72,40 +66,118 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 		}
 		strbuf_release(&status);
 		if (rc != KB_ENOTFOUND)
-			goto out;
+			return rc;
 	}
-	if (s->cut_short) {
-		rc = KB_EBUDGET;
-		goto out;
-	}
-	if (kb_stop_requested()) {
-		rc = KB_ECANCELLED;
-		goto out;
-	}
+	if (s->cut_short)
+		return KB_EBUDGET;
+	if (kb_stop_requested())
+		return KB_ECANCELLED;
 	/* only the final check's reserve left: no call whose candidate could not be run */
 	if (!kb_budget_may_start(&s->clock, kb_now_ms(), 0)) {
 		srch_cut_short(s, "the time budget ran out");
-		rc = KB_EBUDGET;
-		goto out;
+		return KB_EBUDGET;
 	}
-	s->asked++;
-	rc = kb_llm_call(s->llm, s->st, model, &req, &info, &s->budget, reply);
+	return SRCH_ASKED;
+}
+
+int srch_ask_end(struct srch *s, const char *purpose, const char *key, int rc, struct kb_llm_reply *reply)
+{
 	if (rc == KB_EBUDGET) {
 		srch_cut_short(s, "%s", reply->error.len ? reply->error.buf : "a budget ran out");
-		goto out;
+		return rc;
 	}
 	if (rc == KB_ECANCELLED || (rc == -1 && reply->status == KB_LLM_OK))
-		goto out; /* a stop request; or the answer came but could not be stored */
+		return rc; /* a stop request; or the answer came but could not be stored */
 	if (rc) {
 		s->failed_calls++;
-		log_info("search: %s call %s failed: %s: %s", purpose, key.buf,
+		log_info("search: %s call %s failed: %s: %s", purpose, key,
 			 kb_llm_status_name(reply->status), reply->error.buf);
 		srch_diagnose(s, 0, "the model call for %s failed (%s)", purpose, kb_llm_status_name(reply->status));
 		rc = 1;
 	}
-out:
+	return rc;
+}
+
+static struct kb_llm_request ask_request(const struct srch *s, const char *purpose,
+					 const struct kb_llm_message *msg)
+{
+	struct kb_llm_request req = {
+		.messages = msg, .nr_messages = 1, .temperature = NAN, .max_tokens = 0, .purpose = purpose,
+	};
+
+	/* the call ends by the deadline, less the final checks' reserve */
+	req.deadline_ms = srch_work_deadline_ms(s);
+	return req;
+}
+
+int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
+	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
+	     struct strbuf *key_out)
+{
+	struct strbuf key = STRBUF_INIT;
+	struct kb_llm_message msg = { .role = "user", .content = prompt };
+	struct kb_llm_request req = ask_request(s, purpose, &msg);
+	struct kb_llm_call_info info = {
+		.search_id = s->row.id, .job_id = s->o->job_id, .purpose = purpose,
+	};
+	int rc;
+
+	rc = ask_prepare(s, g, island, slot, purpose, attempt, &model, prompt, reply, &key);
+	if (key_out) {
+		strbuf_reset(key_out);
+		strbuf_addstr(key_out, key.buf);
+	}
+	if (rc == SRCH_ASKED) {
+		info.call_key = key.buf;
+		s->asked++;
+		rc = kb_llm_call(s->llm, s->st, model, &req, &info, &s->budget, reply);
+		rc = srch_ask_end(s, purpose, key.buf, rc, reply);
+	}
 	strbuf_release(&key);
 	return rc;
+}
+
+int srch_ask_begin(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
+		   int64_t attempt, const char *prompt, struct kb_llm_reply *reply, struct strbuf *key,
+		   void *payload, int64_t *ticket)
+{
+	struct kb_llm_message msg = { .role = "user", .content = prompt };
+	struct kb_llm_request req = ask_request(s, purpose, &msg);
+	struct kb_llm_call_info info = {
+		.search_id = s->row.id, .job_id = s->o->job_id, .purpose = purpose,
+	};
+	struct kb_llm_estimate est, all;
+	struct strbuf why = STRBUF_INIT;
+	size_t model = SIZE_MAX;
+	int rc;
+
+	*ticket = 0;
+	rc = ask_prepare(s, g, island, slot, purpose, attempt, &model, prompt, reply, key);
+	if (rc != SRCH_ASKED)
+		return rc;
+	/* the budgets count what is in flight too: each call may cost its estimate */
+	kb_llm_estimate(kb_llm_model(s->llm, model), &req, &est);
+	all = est;
+	{
+		int64_t tokens;
+		double usd;
+
+		kb_llm_pool_reserved(s->pool, &tokens, &usd);
+		all.prompt_tokens += tokens;
+		all.cost_usd += usd;
+	}
+	rc = kb_llm_budget_check(s->st, &s->budget, s->row.id, &all, &why);
+	if (rc) {
+		if (rc == KB_EBUDGET)
+			srch_cut_short(s, "llm '%s': %s", kb_llm_model(s->llm, model)->name, why.buf);
+		strbuf_release(&why);
+		return rc;
+	}
+	strbuf_release(&why);
+	info.call_key = key->buf;
+	s->asked++;
+	*ticket = kb_llm_pool_submit(s->pool, model, &req, &info, &est, payload);
+	return SRCH_ASKED;
 }
 
 int srch_extract(const char *reply, struct strbuf *out, struct strbuf *why)

@@ -19,6 +19,7 @@
 #include "search/search_prompts.h"
 
 struct kb_verifier;
+struct kb_llm_pool;
 
 /* A best-so-far point of the history. */
 struct srch_hist {
@@ -80,11 +81,37 @@ struct srch {
 	int64_t generation;            /* the generation being worked on */
 	char *cut_short;
 	struct kb_budget clock;    /* the time budget: may a batch still be evaluated */
+	struct kb_llm_pool *pool;      /* the generations' model calls in flight (llm/pool.h) */
 	size_t evaluated, replayed, asked, failed_calls;
 	bool no_verifiers;             /* template points skip the LLM verifiers */
 };
 
+/* What a slot asks for. */
+enum srch_kind { K_TRANSLATE, K_MUTATE, K_CROSSOVER };
+
+/* A slot's plan: kind, parents, prompt; drawn from an rng of (seed, g, island, slot) only. */
+struct srch_plan {
+	enum srch_kind kind;
+	struct kb_search_cand *parent, *second;
+	struct kb_prompt *prompt;
+	int64_t insp[16];
+	size_t nr_insp;
+};
+
+/* One proposal of a generation, planned and rendered, for the flow (search_flow.c). */
+struct srch_flow_spec {
+	int64_t g, island, slot;
+	enum srch_kind kind;
+	int64_t parent_id, second_id, prompt_id;
+	struct strbuf prompt;
+};
+
 /* --- search.c --- */
+
+/* "translate", "mutate", "crossover". */
+const char *srch_kind_name(enum srch_kind k);
+/* A failed candidate's repair prompt. 0 or -1 (logged). */
+int srch_repair_prompt(struct srch *s, const struct kb_search_cand *c, struct strbuf *prompt);
 
 /* Seconds this search has run, earlier runs included. */
 double srch_wall_s(const struct srch *s);
@@ -127,6 +154,21 @@ uint64_t srch_rng_for(const struct srch *s, const char *text);
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
 	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
 	     struct strbuf *key);
+
+/*
+ * srch_ask in two halves, for calls that go to s->pool. begin does
+ * everything before the call: 0 with *reply when the store answers it
+ * (replayed), 1 when it replays a failure, KB_EBUDGET / KB_ECANCELLED / -1
+ * as srch_ask; SRCH_ASKED when the call went to the pool with payload
+ * (*ticket). end takes the pool's outcome (kb_llm_pool_done.rc, reply):
+ * 0 ok, 1 failed (the slot moves on), KB_EBUDGET, KB_ECANCELLED, -1.
+ */
+#define SRCH_ASKED 2
+int srch_ask_begin(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
+		   int64_t attempt, const char *prompt, struct kb_llm_reply *reply, struct strbuf *key,
+		   void *payload, int64_t *ticket);
+int srch_ask_end(struct srch *s, const char *purpose, const char *key, int call_rc,
+		 struct kb_llm_reply *reply);
 
 /* Render template t with the base variables plus v. 0, or -1 (logged). */
 int srch_render(struct srch *s, enum srch_tmpl t, const struct kb_prompt_vars *v, struct strbuf *out);
@@ -177,7 +219,42 @@ int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const 
 struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size_t nr_skip,
 				 bool llm_only);
 
+/*
+ * srch_process in pieces, for the flow. static: the static checks of a
+ * pending candidate, *rejected when they reject it (stored, noted).
+ * verified_by_llm: the soft verifiers' outcome applied (filtered, or
+ * audited), *run when c goes to the harness. run_batch: the time budget,
+ * then evaluate to_run (pending, screened) and offer every one of batch.
+ * 0, -1, KB_ECANCELLED.
+ */
+int srch_screen_static(struct srch *s, struct kb_search_cand *c, bool *rejected);
+int srch_screen_llm(struct srch *s, struct kb_search_cand *c, bool pass, bool *run);
+int srch_run_batch(struct srch *s, struct kb_search_cand **to_run, size_t m, struct kb_search_cand **batch,
+		   size_t n, const char *stage);
+/* A reply's kernel registered as a candidate (*out NULL: no kernel, or a duplicate). 0 or -1. */
+int srch_reply_cand(struct srch *s, const char *proposer, const struct kb_llm_reply *reply, const char *key,
+		    const struct kb_search_cand *like, struct kb_search_cand **out);
+
+/* --- search_flow.c --- */
+
+/*
+ * One generation's proposals, their LLM verifiers, evaluations and repairs,
+ * with up to [search] calls_in_flight model calls in flight while the
+ * harness evaluates what came back (in completion order). 0, -1,
+ * KB_ECANCELLED; a budget ends it early with s->cut_short set.
+ */
+int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage);
+void srch_flow_specs_free(struct srch_flow_spec *specs, size_t n);
+
 /* --- llm_verifiers.c --- */
+
+/* Verifier k's prompt for c and its purpose ("verify-NAME"). 0 or -1. */
+int srch_verify_prompt(struct srch *s, const struct kb_search_cand *c, int k, struct strbuf *prompt,
+		       struct strbuf *purpose);
+/* Verifier k's answer (rc as srch_ask's: 0, 1 failed, KB_EBUDGET) into all; *answered, *pass updated. */
+void srch_verify_note(cJSON *all, int k, int rc, const struct kb_llm_reply *reply, int *answered, bool *pass);
+/* The verdicts of all into c->verifiers ("pass" only when one answered). all is taken. */
+void srch_verify_finish(struct kb_search_cand *c, cJSON *all, int answered, bool pass);
 
 /*
  * Run the three soft verifiers on c (static checks passed): c->verifiers

@@ -29,7 +29,8 @@
 	X(kernel_json) \
 	X(pr_marker) \
 	X(slash_command) \
-	X(static_check)
+	X(static_check) \
+	X(module_ops)
 
 #define KB_FUZZ_DECLARE(name) int kb_fuzz_##name(const uint8_t *data, size_t size);
 KB_FUZZ_TARGETS(KB_FUZZ_DECLARE)

@@ -191,6 +191,10 @@ class LLMSim:
     def stats(self):
         return self.control("GET", "stats")
 
+    def latency(self, ms):
+        """Every model request answers after ms (a real model's latency)."""
+        return self.control("POST", "latency", {"ms": ms})
+
     def requests(self, since=0):
         return self.control("GET", "log?since=%d" % since)["requests"]
 
@@ -240,6 +244,8 @@ def main(argv=None):
                     help="share of corpus kernels whose verifier verdict is flipped (seeded)")
     ap.add_argument("--vary", action="store_true",
                     help="re-proposed kernels (second epoch on) get a variant line: new to the search")
+    ap.add_argument("--latency-ms", type=int, default=0,
+                    help="every model request answers after this long (a real model's latency)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if not 0 <= a.fault_rate <= 1 or not 0 <= a.verifier_noise <= 1:
@@ -247,7 +253,8 @@ def main(argv=None):
     try:
         core = Core(a.corpus, a.seed, a.api_key, a.log, a.backend,
                     a.only.split(",") if a.only else None, a.fault_rate, a.fault_kinds,
-                    a.fault_retry_after, a.fault_delay_ms, a.verifier_noise, a.vary)
+                    a.fault_retry_after, a.fault_delay_ms, a.verifier_noise, a.vary,
+                    max(0, a.latency_ms))
     except (CorpusError, ValueError, OSError) as e:
         print("llm_sim: %s" % e, file=sys.stderr)
         return 2

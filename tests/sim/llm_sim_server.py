@@ -58,8 +58,12 @@ class Core:
 
     def __init__(self, corpus=None, seed=0, api_key=None, log_path=None, backend="auto",
                  only=None, fault_rate=0.0, fault_kinds=DEFAULT_RANDOM_FAULTS,
-                 fault_retry_after="0", fault_delay_ms=200, verifier_noise=0.0, vary=False):
+                 fault_retry_after="0", fault_delay_ms=200, verifier_noise=0.0, vary=False,
+                 latency_ms=0):
         self.lock = threading.Lock()
+        # every model request answers after this long (a real model's latency)
+        self.latency_ms = latency_ms
+        self.in_flight = 0
         self.brain = Brain(corpus, seed, backend, only, verifier_noise, vary)
         self.seed = seed
         self.api_key = api_key
@@ -90,7 +94,7 @@ class Core:
             self.brain.reset()
             self.stats = {"requests": 0, "by_path": {}, "by_status": {}, "by_purpose": {},
                           "by_entry": {}, "faults": 0, "scripted": 0, "prompt_tokens": 0,
-                          "completion_tokens": 0}
+                          "completion_tokens": 0, "in_flight": 0, "peak_in_flight": 0}
 
     def close(self):
         if self.log_file:
@@ -219,7 +223,16 @@ class Core:
                 return 200, {"pending": 0}
         if name == "stats" and method == "GET":
             with self.lock:
-                return 200, json.loads(json.dumps(self.stats))
+                return 200, json.loads(json.dumps(dict(self.stats, in_flight=self.in_flight)))
+        if name == "latency":
+            if method == "POST":
+                ms = body.get("ms") if isinstance(body, dict) else None
+                if not proto.is_number(ms) or ms < 0:
+                    raise ControlError("latency ms must be a number >= 0")
+                with self.lock:
+                    self.latency_ms = ms
+            with self.lock:
+                return 200, {"ms": self.latency_ms}
         if name == "log" and method == "GET":
             try:
                 since = int((query.get("since") or ["0"])[0])
@@ -376,6 +389,20 @@ class Handler(BaseHTTPRequestHandler):
     # --- one model request ---
 
     def _model(self, provider, path, raw):
+        core = self.server.core
+        with core.lock:
+            core.in_flight += 1
+            core.stats["peak_in_flight"] = max(core.stats["peak_in_flight"], core.in_flight)
+            latency = core.latency_ms
+        try:
+            if latency:
+                time.sleep(latency / 1000.0)
+            return self._model_answer(provider, path, raw)
+        finally:
+            with core.lock:
+                core.in_flight -= 1
+
+    def _model_answer(self, provider, path, raw):
         core = self.server.core
         hdrs = self._headers()
         rid = proto.request_id("req_")

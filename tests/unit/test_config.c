@@ -772,6 +772,13 @@ static void test_bad_enum(void **state)
 	expect_error("[bench]\nbaselines = eager,,compile\n", 2, "[bench] baselines: ", "''");
 	expect_error("[bench]\nbaselines = eager,eager\n", 2,
 		     "[bench] baselines: ", "'eager' is listed twice");
+	/* the harness workers' devices: auto or CUDA device ids */
+	expect_error("[harness]\ndevices = cuda:0\n", 2,
+		     "[harness] devices: ", "'cuda:0' is not a device");
+	expect_error("[harness]\ndevices = 0, 1, 0\n", 2,
+		     "[harness] devices: ", "device '0' is listed twice");
+	expect_error("[harness]\nworkers_per_device = 0\n", 2,
+		     "[harness] workers_per_device: ", "out of range (1..16)");
 }
 
 static void test_bad_bool(void **state)

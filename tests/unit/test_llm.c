@@ -20,6 +20,7 @@
 #include "llm/llm.h"
 #include "llm/llm_priv.h"
 #include "llm/usage.h"
+#include "llm/pool.h"
 #include "core/rng.h"
 
 #include <math.h>
@@ -141,7 +142,7 @@ static const struct kb_llm_message chat[] = {
 static void test_openai_request(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
-	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "translate", 0 };
+	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "translate", 0, NULL };
 	const cJSON *msgs, *msg;
 	cJSON *j;
 
@@ -193,7 +194,7 @@ static void test_anthropic_request(void **state)
 		{ "user", "hi" },
 	};
 	struct kb_llm_model_cfg m = model(KB_LLM_ANTHROPIC);
-	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "mutate", 0 };
+	struct kb_llm_request req = { chat, ARRAY_SIZE(chat), NAN, 0, "mutate", 0, NULL };
 	const cJSON *msgs, *th;
 	cJSON *j;
 
@@ -515,7 +516,7 @@ static void test_cost_estimate(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
 	static const struct kb_llm_message msgs[] = { { "system", "12345" }, { "user", "1234" } };
-	struct kb_llm_request req = { msgs, 2, NAN, 0, "x", 0 };
+	struct kb_llm_request req = { msgs, 2, NAN, 0, "x", 0, NULL };
 	struct kb_llm_estimate est;
 
 	m.price_in_per_mtok = 2;
@@ -540,7 +541,7 @@ static void test_request_hash(void **state)
 {
 	struct kb_llm_model_cfg m = model(KB_LLM_OPENAI);
 	struct kb_llm_message msgs[] = { { "user", "a" } };
-	struct kb_llm_request req = { msgs, 1, NAN, 0, "x", 0 };
+	struct kb_llm_request req = { msgs, 1, NAN, 0, "x", 0, NULL };
 	char h1[65], h2[65], h3[65];
 
 	kb_llm_request_hash(&m, &req, h1);
@@ -945,7 +946,7 @@ static const struct kb_llm_message kernel_prompt[] = {
 	{ "system", "You write CUDA kernels." },
 	{ "user", "Write a kernel for this operator." },
 };
-static const struct kb_llm_request kernel_req = { kernel_prompt, 2, NAN, 0, "translate", 0 };
+static const struct kb_llm_request kernel_req = { kernel_prompt, 2, NAN, 0, "translate", 0, NULL };
 
 static size_t model_index(struct fixture *f, const char *name)
 {
@@ -1341,6 +1342,219 @@ static void test_sim_recorded_calls(void **state)
 	fixture_release(&f);
 }
 
+/* --- the pool: calls in flight (llm/pool.h) --- */
+
+static int64_t stored_calls(struct kb_state *st, const char *like)
+{
+	sqlite3_stmt *stmt;
+	int64_t n;
+
+	assert_int_equal(sqlite3_prepare_v2(kb_state_db(st), "SELECT count(*) FROM llm_calls WHERE call_key LIKE ?",
+					    -1, &stmt, NULL), SQLITE_OK);
+	sqlite3_bind_text(stmt, 1, like, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+	n = sqlite3_column_int64(stmt, 0);
+	sqlite3_finalize(stmt);
+	return n;
+}
+
+static void pool_submit_n(struct kb_llm_pool *p, size_t model, const char *prefix, int n)
+{
+	struct strbuf key = STRBUF_INIT;
+
+	for (int k = 0; k < n; k++) {
+		struct kb_llm_call_info info = { .search_id = 0 };
+
+		strbuf_reset(&key);
+		strbuf_addf(&key, "%s/k%d", prefix, k);
+		info.call_key = key.buf;
+		assert_true(kb_llm_pool_submit(p, model, &kernel_req, &info, NULL, NULL) > 0);
+	}
+	strbuf_release(&key);
+}
+
+static void test_pool_in_flight(void **state)
+{
+	struct fixture f;
+	struct kb_llm_pool *p;
+	struct kb_state *st;
+	struct strbuf dir = STRBUF_INIT;
+	int64_t seen[8] = { 0 };
+	size_t oa, an;
+
+	NEED_SIM();
+	fixture_init(&f, 3, 4096);
+	oa = model_index(&f, "oa");
+	an = model_index(&f, "an");
+	f.cfg.llm_models[oa].max_in_flight = 2;
+	strbuf_addf(&dir, "%s/pool", tmpdir);
+	assert_int_equal(kb_mkdir_p(dir.buf, 0700), 0);
+	assert_int_equal(kb_state_open(&st, dir.buf), 0);
+	ctl_do("POST", "latency", "{\"ms\": 300}");
+	assert_int_equal(kb_llm_pool_new(&p, &f.cfg, dir.buf, 4), 0);
+	/* six calls to a model that takes two at once: never more than two run */
+	pool_submit_n(p, oa, "pool-oa", 6);
+	for (int k = 0; k < 6; k++) {
+		struct kb_llm_pool_done d;
+
+		assert_int_equal(kb_llm_pool_next(p, -1, &d), 0);
+		assert_true(d.ticket >= 1 && d.ticket <= 6 && !seen[d.ticket - 1]);
+		seen[d.ticket - 1] = 1;
+		assert_int_equal(d.rc, 0);
+		assert_string_equal(d.reply.model, "oa");
+		kb_llm_reply_release(&d.reply);
+	}
+	assert_int_equal(kb_llm_pool_peak(p), 2);
+	{
+		struct kb_llm_pool_done d;
+
+		assert_int_equal(kb_llm_pool_next(p, 0, &d), KB_ENOTFOUND);
+	}
+	/* every completed call was stored by its thread */
+	assert_int_equal(stored_calls(st, "pool-oa/%"), 6);
+	/* two models: the pool's own limit (4) is the bound now */
+	pool_submit_n(p, oa, "pool-mix-oa", 4);
+	pool_submit_n(p, an, "pool-mix-an", 4);
+	for (int k = 0; k < 8; k++) {
+		struct kb_llm_pool_done d;
+
+		assert_int_equal(kb_llm_pool_next(p, -1, &d), 0);
+		assert_int_equal(d.rc, 0);
+		kb_llm_reply_release(&d.reply);
+	}
+	assert_true(kb_llm_pool_peak(p) >= 2 && kb_llm_pool_peak(p) <= 4);
+	assert_int_equal(stored_calls(st, "pool-mix-%"), 8);
+	assert_int_equal(kb_llm_pool_in_flight(p), 0);
+	kb_llm_pool_free(p);
+	ctl_do("POST", "latency", "{\"ms\": 0}");
+	kb_state_close(st);
+	strbuf_release(&dir);
+	fixture_release(&f);
+}
+
+static void test_pool_abort(void **state)
+{
+	struct fixture f;
+	struct kb_llm_pool *p;
+	struct strbuf dir = STRBUF_INIT;
+	int64_t tokens;
+	double usd;
+	struct kb_llm_estimate est = { 100, 200, 0.5 };
+
+	NEED_SIM();
+	fixture_init(&f, 3, 4096);
+	strbuf_addf(&dir, "%s/pool-abort", tmpdir);
+	assert_int_equal(kb_mkdir_p(dir.buf, 0700), 0);
+	ctl_do("POST", "latency", "{\"ms\": 800}");
+	assert_int_equal(kb_llm_pool_new(&p, &f.cfg, dir.buf, 2), 0);
+	for (int k = 0; k < 4; k++) {
+		struct kb_llm_call_info info = { .call_key = NULL };
+
+		assert_true(kb_llm_pool_submit(p, model_index(&f, "oa"), &kernel_req, &info, &est, NULL) > 0);
+	}
+	kb_llm_pool_reserved(p, &tokens, &usd);
+	assert_int_equal(tokens, 4 * 300);
+	assert_true(fabs(usd - 2.0) < 1e-9);
+	kb_llm_pool_abort(p);
+	/* running and queued calls all come back, as stopped */
+	for (int k = 0; k < 4; k++) {
+		struct kb_llm_pool_done d;
+
+		assert_int_equal(kb_llm_pool_next(p, -1, &d), 0);
+		assert_int_equal(d.rc, KB_ECANCELLED);
+		assert_int_not_equal(d.reply.status, KB_LLM_OK);
+		kb_llm_reply_release(&d.reply);
+	}
+	kb_llm_pool_reserved(p, &tokens, &usd);
+	assert_int_equal(tokens, 0);
+	kb_llm_pool_free(p);
+	ctl_do("POST", "latency", "{\"ms\": 0}");
+	strbuf_release(&dir);
+	fixture_release(&f);
+}
+
+static void add_header(struct kb_http_response *r, const char *line)
+{
+	strvec_push(&r->headers, line);
+}
+
+static void test_rate_hold(void **state)
+{
+	struct kb_http_response r;
+	int64_t now = 1700000000000LL, ms;
+	char line[128];
+	time_t t = (time_t)(now / 1000) + 30;
+	struct tm tm;
+
+	kb_http_response_init(&r, 1024);
+	r.error = KB_HTTP_OK;
+	r.status = 200;
+	assert_int_equal(kb_llm_rate_hold_ms(&r, now), 0);
+	add_header(&r, "x-ratelimit-remaining-requests: 5");
+	add_header(&r, "x-ratelimit-reset-requests: 6m0s");
+	assert_int_equal(kb_llm_rate_hold_ms(&r, now), 0);          /* requests left */
+	kb_http_response_release(&r);
+
+	kb_http_response_init(&r, 1024);
+	r.error = KB_HTTP_OK;
+	add_header(&r, "x-ratelimit-remaining-requests: 0");
+	add_header(&r, "x-ratelimit-reset-requests: 6m0s");
+	assert_int_equal(kb_llm_rate_hold_ms(&r, now), 360000);
+	kb_http_response_release(&r);
+
+	kb_http_response_init(&r, 1024);
+	r.error = KB_HTTP_OK;
+	add_header(&r, "x-ratelimit-remaining-requests: 0");
+	add_header(&r, "x-ratelimit-reset-requests: 1.5s20ms");
+	assert_int_equal(kb_llm_rate_hold_ms(&r, now), 1520);
+	kb_http_response_release(&r);
+
+	kb_http_response_init(&r, 1024);
+	r.error = KB_HTTP_OK;
+	add_header(&r, "x-ratelimit-remaining-requests: 0");
+	add_header(&r, "x-ratelimit-reset-requests: soon");           /* unreadable: no hold */
+	assert_int_equal(kb_llm_rate_hold_ms(&r, now), 0);
+	kb_http_response_release(&r);
+
+	/* anthropic: an RFC 3339 reset time, 30 s from now */
+	gmtime_r(&t, &tm);
+	strftime(line, sizeof(line), "anthropic-ratelimit-requests-reset: %Y-%m-%dT%H:%M:%SZ", &tm);
+	kb_http_response_init(&r, 1024);
+	r.error = KB_HTTP_OK;
+	add_header(&r, "anthropic-ratelimit-requests-remaining: 0");
+	add_header(&r, line);
+	ms = kb_llm_rate_hold_ms(&r, now);
+	assert_true(ms >= 29000 && ms <= 31000);
+	kb_http_response_release(&r);
+}
+
+static void test_pool_hold_after_429(void **state)
+{
+	struct fixture f;
+	struct kb_llm_pool *p;
+	struct strbuf dir = STRBUF_INIT;
+	struct kb_llm_pool_done d;
+	struct kb_llm_call_info info = { .call_key = NULL };
+
+	NEED_SIM();
+	fixture_init(&f, 3, 4096);
+	strbuf_addf(&dir, "%s/pool-hold", tmpdir);
+	assert_int_equal(kb_mkdir_p(dir.buf, 0700), 0);
+	assert_int_equal(kb_llm_pool_new(&p, &f.cfg, dir.buf, 2), 0);
+	kb_llm_pool_set_backoff(p, 20, 3000);
+	ctl_do("POST", "faults", "{\"faults\": [{\"status\": 429, \"retry_after\": \"1\", \"count\": 1}]}");
+	assert_true(kb_llm_pool_submit(p, model_index(&f, "oa"), &kernel_req, &info, NULL, NULL) > 0);
+	assert_int_equal(kb_llm_pool_next(p, -1, &d), 0);
+	assert_int_equal(d.rc, 0);
+	assert_int_equal(d.reply.attempts, 2);
+	/* the provider's retry-after holds the model for every thread, not only this call */
+	assert_true(d.reply.hold_until_ms > 0);
+	kb_llm_reply_release(&d.reply);
+	kb_llm_pool_free(p);
+	strbuf_release(&dir);
+	fixture_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1369,6 +1583,10 @@ int main(void)
 		cmocka_unit_test(test_sim_refused),
 		cmocka_unit_test(test_sim_cancel),
 		cmocka_unit_test(test_sim_recorded_calls),
+		cmocka_unit_test(test_rate_hold),
+		cmocka_unit_test(test_pool_in_flight),
+		cmocka_unit_test(test_pool_abort),
+		cmocka_unit_test(test_pool_hold_after_429),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

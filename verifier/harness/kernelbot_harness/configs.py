@@ -113,13 +113,32 @@ def _kb_extra(own, extra):
     return out
 
 
+def _shape_sets(mod, own):
+    """A generated operator's further shape sets (.kernelbot.ini's
+    [operator NAME] sections, bot/jobs/modop.h): KB_SHAPE_SETS, a list of
+    {constant: value}. Each is the user's own shapes: a config of kind
+    "own" (never dropped for size, counted in the headline)."""
+    sets = mod.__dict__.get("KB_SHAPE_SETS")
+    out, seen = [], {tuple(sorted(own.items()))}
+    for s in sets[:64] if isinstance(sets, (list, tuple)) else ():
+        if not isinstance(s, dict):
+            continue
+        params = dict(own)
+        params.update({k: v for k, v in s.items() if isinstance(k, str) and
+                       isinstance(v, int) and not isinstance(v, bool)})
+        if tuple(sorted(params.items())) not in seen:
+            seen.add(tuple(sorted(params.items())))
+            out.append(Config("own", _name("own", params), params))
+    return out
+
+
 def kernelbench_configs(mod, extra=()):
-    """Own config first, then the request's extra configs, then scaled and
-    odd variants."""
+    """Own config first (with a generated operator's further shape sets),
+    then the request's extra configs, then scaled and odd variants."""
     consts = read_constants(mod)
     sizes = {n: v for n, v in consts.items() if scalable(n, v)}
     own = dict(sizes)
-    out = [Config("own", _name("own", own), own)] + _kb_extra(own, extra)
+    out = [Config("own", _name("own", own), own)] + _shape_sets(mod, own) + _kb_extra(own, extra)
     seen = {tuple(sorted(c.params.items())) for c in out}
     for kind, over in _variants(sizes):
         params = dict(own)

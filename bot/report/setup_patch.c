@@ -1,0 +1,143 @@
+#include "core/common.h"
+#include "core/util.h"
+#include "report/module_patch.h"
+#include "report/module_patch_priv.h"
+
+/*
+ * kb_setup_patch (module_patch.h): the kernels join a setup.py's own torch
+ * extensions, so that the repository's build compiles them ahead of time.
+ * Only the clean case is edited: the extension class imported by name from
+ * torch.utils.cpp_extension and ext_modules given as a list literal.
+ */
+
+/* The offset of word in the code view as a whole identifier at or after from, or SIZE_MAX. */
+static size_t find_word(const struct kb_pylines *pl, size_t from, const char *word)
+{
+	const char *c = pl->code.buf, *p = c + from;
+	size_t n = strlen(word);
+
+	while ((p = memmem(p, pl->code.len - (size_t)(p - c), word, n))) {
+		bool before = p > c && (p[-1] == '_' || p[-1] == '.' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+					(p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
+		char a = p[n];
+		bool after = a == '_' || (a >= 'a' && a <= 'z') || (a >= 'A' && a <= 'Z') || (a >= '0' && a <= '9');
+
+		if (!before && !after)
+			return (size_t)(p - c);
+		p += n;
+	}
+	return SIZE_MAX;
+}
+
+/* Is cls imported by name from torch.utils.cpp_extension (a from-import at any level)? */
+static bool imports_class(const struct kb_pylines *pl, const char *cls)
+{
+	for (size_t i = 0; i < pl->nr; i++) {
+		const struct kb_pyline *l = &pl->v[i];
+		const char *c = pl->code.buf + l->code;
+		size_t n = l->body_end - l->code;
+
+		if (kb_pyline_starts(pl, l, "from") && memmem(c, n, "torch.utils.cpp_extension", 25) &&
+		    find_word(pl, l->code, cls) < l->body_end)
+			return true;
+	}
+	return false;
+}
+
+/* The '[' of `ext_modules = [` or `ext_modules=[`, or SIZE_MAX. */
+static size_t ext_list(const struct kb_pylines *pl)
+{
+	const char *c = pl->code.buf;
+	size_t k = find_word(pl, 0, "ext_modules");
+
+	if (k == SIZE_MAX)
+		return SIZE_MAX;
+	k += 11;
+	while (k < pl->code.len && strchr(" \t", c[k]))
+		k++;
+	if (k >= pl->code.len || c[k] != '=' || (k + 1 < pl->code.len && c[k + 1] == '='))
+		return SIZE_MAX;
+	for (k++; k < pl->code.len && strchr(" \t\r\n\\", c[k]); k++)
+		;
+	return k < pl->code.len && c[k] == '[' ? k : SIZE_MAX;
+}
+
+/* One extension element: CUDAExtension("pkg.sub._kernel", ["dir/sub/kernel.cu"], ...). */
+static void element(struct strbuf *out, const struct kb_build_ext *e, const char *cls, const char *kernel)
+{
+	const char *slash = strrchr(kernel, '/');
+	int sub = slash ? (int)(slash - kernel) : 0;
+	bool cuda = !strcmp(e->backend, "cuda");
+
+	strbuf_addf(out, "%s(\"%s%s%.*s._kernel\", [\"%s/%s\"], include_dirs=[\"%s/include\"]", cls,
+		    e->package, sub ? "." : "", sub, kernel, e->dir, kernel, e->dir);
+	if (cuda) {
+		strbuf_addstr(out, ", extra_compile_args={\"nvcc\": [\"-O3\"]}");
+	} else {
+		strbuf_addstr(out, ", extra_compile_args=[\"-O3\", \"-fopenmp\"], extra_link_args=[\"-fopenmp\"]");
+	}
+	if (e->nr_libraries) {
+		strbuf_addstr(out, ", libraries=[");
+		for (size_t i = 0; i < e->nr_libraries; i++)
+			strbuf_addf(out, "%s\"%s\"", i ? ", " : "", e->libraries[i]);
+		strbuf_addch(out, ']');
+	}
+	strbuf_addch(out, ')');
+}
+
+int kb_setup_patch(struct strbuf *out, const char *text, size_t len, const struct kb_build_ext *e,
+		   struct strbuf *why)
+{
+	const char *cls = !strcmp(e->backend, "cuda") ? "CUDAExtension" : "CppExtension";
+	struct kb_pylines pl;
+	size_t open, close, line, k;
+	int rc = KB_ENOTSUPPORTED;
+
+	kb_pylines_init(&pl, text, len);
+	strbuf_reset(out);
+	if (!imports_class(&pl, cls)) {
+		strbuf_addf(why, "setup.py does not import %s from torch.utils.cpp_extension", cls);
+		goto out;
+	}
+	open = ext_list(&pl);
+	close = open == SIZE_MAX ? SIZE_MAX : kb_pyview_match(&pl, open, pl.code.len);
+	if (close == SIZE_MAX) {
+		strbuf_addstr(why, "setup.py passes no list literal as ext_modules");
+		goto out;
+	}
+	if (memmem(text + open, close - open, "._kernel", 8) &&
+	    memmem(text + open, close - open, e->dir, strlen(e->dir))) {
+		strbuf_addf(why, "setup.py builds %s already", e->dir);
+		goto out;
+	}
+	for (k = open + 1; k < close && strchr(" \t\\", pl.code.buf[k]); k++)
+		;
+	if (k < close && strchr("\r\n", pl.code.buf[k])) {
+		/* one element a line: new lines at the list's head, in the next element's indentation */
+		for (line = open; text[line] != '\n'; line++)
+			;
+		line++;
+		for (k = line; k < close && strchr(" \t", text[k]); k++)
+			;
+		strbuf_add(out, text, line);
+		for (size_t i = 0; i < e->nr_kernels; i++) {
+			strbuf_add(out, text + line, k - line);
+			element(out, e, cls, e->kernels[i]);
+			strbuf_addf(out, ",%s", kb_patch_eol(&pl, text, line));
+		}
+		strbuf_add(out, text + line, len - line);
+	} else {
+		/* a one-line list: the new elements first, on that line */
+		strbuf_add(out, text, open + 1);
+		for (size_t i = 0; i < e->nr_kernels; i++) {
+			element(out, e, cls, e->kernels[i]);
+			if (i + 1 < e->nr_kernels || k < close)
+				strbuf_addstr(out, ", ");
+		}
+		strbuf_add(out, text + open + 1, len - open - 1);
+	}
+	rc = 0;
+out:
+	kb_pylines_release(&pl);
+	return rc;
+}

@@ -1,0 +1,368 @@
+#include "core/common.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/signals.h"
+#include "core/util.h"
+#include "llm/pool.h"
+#include "search/llm_verifiers.h"
+#include "search/search_priv.h"
+
+/*
+ * One generation as a flow of model calls and evaluations (issue 16):
+ * every proposal is asked at once (up to [search] calls_in_flight in
+ * flight, llm/pool.h); each reply, as it completes, becomes a candidate,
+ * is screened statically and sent to the three LLM verifiers (asked at
+ * once too); once its verdicts are in it is ready, and the harness
+ * evaluates everything ready in one batch while the other calls go on. A
+ * candidate that fails gets its repair asked right after its evaluation.
+ * The generation ends when nothing is in flight and nothing is ready.
+ *
+ * Replies come back in completion order, so the archive, the islands and
+ * the prompts' credit follow that order: deterministic for a given seed
+ * and order of completions. Answers stored by an earlier run (a kill, a
+ * replay) are taken from the store at once, in slot order. Every completed
+ * call is stored by the pool's thread when it ends, so a search killed
+ * while evaluating never asks a completed call again.
+ */
+
+enum job_kind { J_PROPOSE, J_REPAIR, J_VERIFY };
+
+struct job {
+	enum job_kind kind;
+	struct kb_search_cand like;     /* generation, island, slot, round, parents, prompt of the kernel asked for */
+	struct kb_search_cand *c;       /* J_REPAIR: the failed one; J_VERIFY: the candidate */
+	int verifier;                   /* J_VERIFY */
+	char *purpose;
+	char *key;
+};
+
+/* A candidate waiting for its verifiers' answers. */
+struct verifying {
+	struct kb_search_cand *c;
+	cJSON *all;
+	int left, answered;
+	bool pass;
+};
+
+struct flow {
+	struct srch *s;
+	const char *stage;
+	struct kb_search_cand **ready;
+	size_t nr_ready, alloc_ready;
+	struct verifying *v;
+	size_t nr_v, alloc_v;
+};
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	free(j->purpose);
+	free(j->key);
+	free(j);
+}
+
+static struct job *job_new(enum job_kind kind, const char *purpose)
+{
+	struct job *j = xcalloc(1, sizeof(*j));
+
+	j->kind = kind;
+	j->purpose = xstrdup(purpose);
+	kb_search_cand_init(&j->like);
+	return j;
+}
+
+static void ready_push(struct flow *f, struct kb_search_cand *c)
+{
+	if (f->nr_ready == f->alloc_ready) {
+		f->alloc_ready = f->alloc_ready ? 2 * f->alloc_ready : 16;
+		f->ready = xrealloc(f->ready, f->alloc_ready * sizeof(*f->ready));
+	}
+	f->ready[f->nr_ready++] = c;
+}
+
+static int on_reply(struct flow *f, struct job *j, int rc, struct kb_llm_reply *reply);
+
+/*
+ * Ask for j: replayed answers are taken at once (on_reply), live ones go
+ * to the pool (j then belongs to it until it completes). A budget or a
+ * failed call just ends the job. 0, -1, KB_ECANCELLED.
+ */
+static int ask(struct flow *f, struct job *j, const char *prompt)
+{
+	struct srch *s = f->s;
+	struct kb_llm_reply reply;
+	struct strbuf key = STRBUF_INIT;
+	int64_t ticket;
+	int rc;
+
+	kb_llm_reply_init(&reply);
+	rc = srch_ask_begin(s, j->like.generation, j->like.island, j->like.slot, j->purpose, j->like.round,
+			    prompt, &reply, &key, j, &ticket);
+	j->key = strbuf_detach(&key, NULL);
+	if (rc == SRCH_ASKED) {
+		kb_llm_reply_release(&reply);
+		return 0;
+	}
+	if (rc == KB_ECANCELLED || rc == -1) {
+		kb_llm_reply_release(&reply);
+		job_free(j);
+		return rc;
+	}
+	/* 0: a stored answer; 1: a stored failure; KB_EBUDGET: not asked */
+	rc = on_reply(f, j, rc, &reply);
+	kb_llm_reply_release(&reply);
+	return rc;
+}
+
+/* The three verifiers of c asked (or c ready at once when they are off or known). */
+static int verify(struct flow *f, struct kb_search_cand *c)
+{
+	struct srch *s = f->s;
+	struct strbuf prompt = STRBUF_INIT, purpose = STRBUF_INIT;
+	struct verifying *v;
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->verifiers, "pass");
+	size_t vi;
+	int rc = 0;
+
+	if (!s->cfg->search_llm_verifiers || s->no_verifiers) {
+		ready_push(f, c);
+		return 0;
+	}
+	if (cJSON_IsBool(p)) {
+		bool run;
+
+		rc = srch_screen_llm(s, c, cJSON_IsTrue(p), &run);
+		if (!rc && run)
+			ready_push(f, c);
+		return rc;
+	}
+	if (f->nr_v == f->alloc_v) {
+		f->alloc_v = f->alloc_v ? 2 * f->alloc_v : 16;
+		f->v = xrealloc(f->v, f->alloc_v * sizeof(*f->v));
+	}
+	vi = f->nr_v++;
+	v = &f->v[vi];
+	v->c = c;
+	v->all = cJSON_CreateObject();
+	v->left = KB_SV_NR;
+	v->answered = 0;
+	v->pass = true;
+	for (int k = 0; k < KB_SV_NR && !rc; k++) {
+		struct job *j = job_new(J_VERIFY, "verify");
+
+		if (srch_verify_prompt(s, c, k, &prompt, &purpose)) {
+			job_free(j);
+			rc = -1;
+			break;
+		}
+		free(j->purpose);
+		j->purpose = strbuf_detach(&purpose, NULL);
+		j->like = *c;
+		j->c = c;
+		j->verifier = k;
+		rc = ask(f, j, prompt.buf);
+	}
+	strbuf_release(&prompt);
+	strbuf_release(&purpose);
+	return rc;
+}
+
+/* A new candidate from a proposal or a repair: decided earlier, or screened and verified. */
+static int take_candidate(struct flow *f, struct kb_search_cand *c)
+{
+	struct srch *s = f->s;
+	bool rejected;
+	int rc;
+
+	if (strcmp(c->verdict, "pending")) {
+		/* decided by an earlier run: its failure lines are this run's too */
+		srch_diagnoses_restore(s, c->id);
+		ready_push(f, c);
+		return 0;
+	}
+	rc = srch_screen_static(s, c, &rejected);
+	if (rc)
+		return rc;
+	if (rejected) {
+		ready_push(f, c); /* nothing to run: its repair follows */
+		return 0;
+	}
+	return verify(f, c);
+}
+
+static struct verifying *verifying_of(struct flow *f, const struct kb_search_cand *c)
+{
+	for (size_t i = 0; i < f->nr_v; i++)
+		if (f->v[i].c == c)
+			return &f->v[i];
+	return NULL;
+}
+
+static int verifier_answered(struct flow *f, struct job *j, int rc, const struct kb_llm_reply *reply)
+{
+	struct verifying *v = verifying_of(f, j->c);
+	struct kb_search_cand *c = j->c;
+	bool run;
+
+	if (!v)
+		return 0;
+	srch_verify_note(v->all, j->verifier, rc, reply, &v->answered, &v->pass);
+	if (--v->left)
+		return 0;
+	srch_verify_finish(c, v->all, v->answered, v->pass);
+	rc = srch_screen_llm(f->s, c, v->pass, &run);
+	*v = f->v[--f->nr_v];
+	if (!rc && run)
+		ready_push(f, c);
+	return rc;
+}
+
+/* A completed (or replayed, or refused) call of j. 0, -1, KB_ECANCELLED. */
+static int on_reply(struct flow *f, struct job *j, int rc, struct kb_llm_reply *reply)
+{
+	struct srch *s = f->s;
+	struct kb_search_cand *c = NULL;
+
+	if (rc == KB_ECANCELLED || rc == -1)
+		goto out;
+	if (j->kind == J_VERIFY) {
+		rc = verifier_answered(f, j, rc == KB_EBUDGET ? KB_EBUDGET : rc ? 1 : 0, reply);
+		goto out;
+	}
+	if (rc) {
+		rc = 0; /* a failed call or a budget: the slot yields nothing */
+		goto out;
+	}
+	rc = srch_reply_cand(s, j->kind == J_REPAIR ? "repair" : j->purpose, reply, j->key, &j->like, &c);
+	if (!rc && c)
+		rc = take_candidate(f, c);
+out:
+	job_free(j);
+	return rc;
+}
+
+static bool repairable(const struct kb_search_cand *c)
+{
+	return !strcmp(c->verdict, "build") || !strcmp(c->verdict, "static") || !strcmp(c->verdict, "rejected");
+}
+
+/* After its evaluation (or a static rejection): c's repair, when it failed and rounds are left. */
+static int repair(struct flow *f, struct kb_search_cand *c)
+{
+	struct srch *s = f->s;
+	struct strbuf prompt = STRBUF_INIT;
+	struct job *j;
+	int rc;
+
+	if (!repairable(c) || s->cut_short || c->round >= s->cfg->search_repair_rounds)
+		return 0;
+	j = job_new(J_REPAIR, "repair");
+	j->like = *c;
+	j->like.round = c->round + 1;
+	j->like.parent_id = c->id;
+	j->like.second_parent_id = 0;
+	j->c = c;
+	if (srch_repair_prompt(s, c, &prompt)) {
+		job_free(j);
+		strbuf_release(&prompt);
+		return -1;
+	}
+	rc = ask(f, j, prompt.buf);
+	strbuf_release(&prompt);
+	return rc;
+}
+
+/* Evaluate everything ready (one harness batch), offer it, ask for the repairs. */
+static int run_ready(struct flow *f)
+{
+	struct srch *s = f->s;
+	size_t n = f->nr_ready, m = 0;
+	struct kb_search_cand **batch = f->ready, **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
+	int rc;
+
+	f->ready = NULL;
+	f->nr_ready = f->alloc_ready = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(batch[i]->verdict, "pending"))
+			to_run[m++] = batch[i];
+	rc = srch_run_batch(s, to_run, m, batch, n, f->stage);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = repair(f, batch[i]);
+	free(to_run);
+	free(batch);
+	return rc;
+}
+
+/* After an error or a stop: the calls in flight aborted and their jobs freed, then the rest. */
+static void drain(struct flow *f, bool abort)
+{
+	struct kb_llm_pool_done done;
+
+	if (abort)
+		kb_llm_pool_abort(f->s->pool);
+	while (abort && kb_llm_pool_next(f->s->pool, 1000, &done) != KB_ENOTFOUND) {
+		job_free(done.payload);
+		done.payload = NULL;
+		kb_llm_reply_release(&done.reply);
+	}
+	for (size_t i = 0; i < f->nr_v; i++)
+		cJSON_Delete(f->v[i].all);
+	free(f->v);
+	free(f->ready);
+}
+
+int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage)
+{
+	struct flow f = { .s = s, .stage = stage };
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc && !s->cut_short; i++) {
+		struct srch_flow_spec *sp = &specs[i];
+		struct job *j = job_new(J_PROPOSE, srch_kind_name(sp->kind));
+
+		j->like.generation = sp->g;
+		j->like.island = sp->island;
+		j->like.slot = sp->slot;
+		j->like.parent_id = sp->parent_id;
+		j->like.second_parent_id = sp->second_id;
+		j->like.prompt_id = sp->prompt_id;
+		if (kb_stop_requested()) {
+			job_free(j);
+			rc = KB_ECANCELLED;
+			break;
+		}
+		rc = ask(&f, j, sp->prompt.buf);
+	}
+	while (!rc) {
+		struct kb_llm_pool_done done;
+
+		if (f.nr_ready) {
+			rc = run_ready(&f);
+			continue;
+		}
+		rc = kb_llm_pool_next(s->pool, -1, &done);
+		if (rc == KB_ENOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			break;
+		rc = srch_ask_end(s, ((struct job *)done.payload)->purpose, ((struct job *)done.payload)->key,
+				  done.rc, &done.reply);
+		rc = on_reply(&f, done.payload, rc, &done.reply);
+		kb_llm_reply_release(&done.reply);
+	}
+	if (rc == -1 && kb_stop_requested())
+		rc = KB_ECANCELLED;
+	drain(&f, rc != 0);
+	return rc;
+}
+
+void srch_flow_specs_free(struct srch_flow_spec *specs, size_t n)
+{
+	for (size_t i = 0; specs && i < n; i++)
+		strbuf_release(&specs[i].prompt);
+	free(specs);
+}

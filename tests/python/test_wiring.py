@@ -1,0 +1,134 @@
+"""A verified kernel wired back into a real module (issue 17 items 2 and 3),
+on the CPU backend with torch 1.13 (the "library" registration).
+
+The run's folder comes from `kernelbot verify` of the CPU kernel
+tests/kernels/cpu/ok_linear_gelu.cpp against tests/operators/kb_linear_gelu.py
+(its evidence), plus the kernel.json record `kernelbot run` would write; then
+`kernelbot wire` renders ops.py and binding.py into it and patches a small
+repository's module. Checked: the patch is three added lines and nothing
+else; the patched module with the kernel gives the original code's outputs
+and gradients (input and parameters) and calls the kernel; a float64 call and
+a 3-d input run the original code; the sandboxed wiring check says "wired",
+runs the repository's tests on the patched tree and writes both into
+evidence.json; a module whose code differs from the verified operator fails
+the check; forward(*args) is refused with the reason.
+"""
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from kb_wiring_run import BIN, MODEL, PROLOGUE, make_repo, make_run_dir, wire
+
+pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="kernelbot binary not built")
+
+# run in a fresh interpreter on the patched tree: with and without the kernel
+COMPARE = PROLOGUE + '''
+out = {"implementation": ops.IMPLEMENTATION}
+m = model.Block(256, 512)
+ref = copy.deepcopy(m)
+x = torch.randn(8, 256, requires_grad=True)
+xr = x.detach().clone().requires_grad_()
+y = m(x)
+out["calls"] = ops.CALLS
+ops.ENABLED = False
+yr = ref(xr)
+ops.ENABLED = True
+g = torch.randn_like(y)
+y.backward(g)
+yr.backward(g)
+out["y"] = (y - yr).abs().max().item()
+out["gx"] = (x.grad - xr.grad).abs().max().item()
+out["gw"] = (m.linear.weight.grad - ref.linear.weight.grad).abs().max().item()
+out["gb"] = (m.linear.bias.grad - ref.linear.bias.grad).abs().max().item()
+# another dtype, another rank: the original code, no kernel call
+calls = ops.CALLS
+d = copy.deepcopy(ref).double()
+xd = torch.randn(8, 256, dtype=torch.float64)
+ops.ENABLED = False
+want = d(xd)
+ops.ENABLED = True
+out["double"] = torch.equal(d(xd), want)
+out["rank3"] = m(torch.randn(2, 8, 256)).shape == (2, 8, 512)
+out["fallback_calls"] = ops.CALLS - calls
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return make_run_dir(tmp_path_factory.mktemp("wiring"))
+
+
+def test_patch_and_kernel_in_the_module(run_dir):
+    r = make_repo(run_dir["dir"], "repo-patch")
+    p = wire(run_dir, r, "--module", "model.py:Block", "--write")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "import at line 5, the kernel's call at line 15" in p.stdout
+    assert "no build (no setup.py)" in p.stdout
+    assert (run_dir["run"] / "ops.py").is_file()
+    # three lines added, none changed
+    diff = [l for l in difflib.unified_diff(MODEL.splitlines(), (r / "model.py").read_text().splitlines(),
+                                            lineterm="", n=0) if l[:1] in "+-" and l[:3] not in ("+++", "---")]
+    assert diff == [
+        "+import kernelbot.kb_linear_gelu.ops as _kb_kb_linear_gelu",
+        "+        if _kb_kb_linear_gelu.supported(x, self.linear.weight, self.linear.bias):",
+        "+            return _kb_kb_linear_gelu.kb_linear_gelu(x, self.linear.weight, self.linear.bias)",
+    ], diff
+    shutil.copytree(str(run_dir["run"]), str(r / "kernelbot" / "kb_linear_gelu"))
+    c = subprocess.run([sys.executable, "-c", COMPARE], cwd=str(r), capture_output=True, text=True,
+                       timeout=300)
+    assert c.returncode == 0, c.stderr
+    got = json.loads(c.stdout.strip().splitlines()[-1])
+    import torch
+    major, minor = (int("".join(ch for ch in p if ch.isdigit()) or 0)
+                    for p in torch.__version__.split(".")[:2])
+    assert got["implementation"] == ("custom_op" if (major, minor) >= (2, 4) else "library")
+    assert got["calls"] == 1
+    assert got["y"] < 1e-5
+    # the reference's backward: the same gradients
+    assert got["gx"] < 1e-5 and got["gw"] < 1e-4 and got["gb"] < 1e-4, got
+    assert got["double"] and got["rank3"]
+    assert got["fallback_calls"] == 0
+
+
+def test_wiring_check_in_the_sandbox(run_dir):
+    r = make_repo(run_dir["dir"], "repo-check")
+    p = wire(run_dir, r, "-c", run_dir["config"], "--module", "model.py:Block", "--init",
+             '{"args": [256, 512]}', "--tests", "tests/test_block.py", "--check")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "check: wired" in p.stdout
+    w = json.loads((run_dir["run"] / "evidence.json").read_text())["wiring"]
+    assert w["verdict"] == "wired"
+    assert w["module"] == "model.py" and w["class"] == "Block" and w["guard_line"] == 15
+    assert w["fallback"] == {"dtype": "float64", "kernel_calls": 0, "ok": True}
+    # the configs of another in_features (other init arguments) are left out, the others checked
+    assert w["configs_other_init"] >= 1
+    assert w["configs"] and all(c["ok"] and c["kernel_calls"] == 1 and c["gradients"] == 3
+                                for c in w["configs"])
+    assert w["tests"]["ran"] and w["tests"]["passed"] == 2 and w["tests"]["failed"] == 0
+    assert w["tests"]["kernel_calls"] >= 2
+    # the repository was only read
+    assert "_kb_" not in (r / "model.py").read_text()
+
+
+def test_wiring_check_catches_another_computation(run_dir):
+    """Relu's forward is not the operator the kernel was verified on: the check says so."""
+    r = make_repo(run_dir["dir"], "repo-relu")
+    p = wire(run_dir, r, "-c", run_dir["config"], "--module", "model.py:Relu", "--init",
+             '{"args": [256, 512]}', "--check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "check: mismatch" in p.stdout
+    assert "MISMATCH" in p.stdout
+
+
+def test_varargs_refused(run_dir):
+    r = make_repo(run_dir["dir"], "repo-splat")
+    p = wire(run_dir, r, "--module", "model.py:Splat")
+    assert p.returncode == 1
+    assert "Splat.forward takes '*xs'" in p.stderr
+    assert MODEL == (r / "model.py").read_text()

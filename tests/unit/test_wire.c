@@ -1,0 +1,171 @@
+#include "core/common.h"
+#include "core/strbuf.h"
+#include "report/torch_op.h"
+#include "report/wire.h"
+#include "verifier/wiring.h"
+
+#include <cjson/cJSON.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+/*
+ * The wired kernel's pieces that need no torch: ops.py from a verified
+ * evidence (verified classes, identifiers, the custom_op signature and the
+ * Library schema), the wiring check's record taken strictly (hostile
+ * fields dropped, a claimed "wired" not taken on faith), and the pull
+ * request's section from it.
+ */
+
+static const char evidence_text[] =
+	"{\"verdict\": \"verified\", \"environment\": {\"backend\": \"cpu\"},"
+	" \"operator\": {\"pass\": \"forward\", \"n_outputs\": 2},"
+	" \"configs\": ["
+	"  {\"name\": \"own\", \"inputs\": [{\"name\": \"input0\", \"shape\": [8, 256], \"dtype\": \"float32\"},"
+	"    {\"name\": \"scale\", \"shape\": [], \"dtype\": \"float64\", \"scalar\": true},"
+	"    {\"name\": \"param:fc.weight\", \"shape\": [512, 256], \"dtype\": \"float32\"},"
+	"    {\"name\": \"param:fc-weight\", \"shape\": [3], \"dtype\": \"float16\"}]},"
+	"  {\"name\": \"half\", \"inputs\": [{\"name\": \"input0\", \"shape\": [4, 256], \"dtype\": \"float32\"},"
+	"    {\"name\": \"scale\", \"shape\": [], \"dtype\": \"float64\", \"scalar\": true},"
+	"    {\"name\": \"param:fc.weight\", \"shape\": [512, 256], \"dtype\": \"float32\"},"
+	"    {\"name\": \"param:fc-weight\", \"shape\": [3, 1], \"dtype\": \"bfloat16\"}]}]}";
+
+static void test_ops_py(void **state)
+{
+	struct kb_torch_op op;
+	struct strbuf out = STRBUF_INIT, why = STRBUF_INIT;
+	cJSON *ev = cJSON_Parse(evidence_text);
+
+	(void)state;
+	kb_torch_op_init(&op);
+	assert_int_equal(kb_torch_op_from_evidence(&op, ev, "3-fused.mlp", &why), 0);
+	assert_string_equal(op.name, "op_3_fused_mlp");
+	assert_int_equal(op.nr_inputs, 4);
+	assert_int_equal(op.inputs[1].kind, KB_OP_FLOAT);
+	/* two names that sanitise alike stay apart */
+	assert_string_equal(op.inputs[2].arg, "param_fc_weight");
+	assert_string_equal(op.inputs[3].arg, "param_fc_weight_3");
+	kb_torch_op_render(&out, &op);
+	/* the batch varied, the features did not */
+	assert_non_null(strstr(out.buf, "    (\"input0\", \"tensor\", (\"float32\",), (2,), {1: 256}),\n"));
+	assert_non_null(strstr(out.buf, "    (\"param:fc.weight\", \"tensor\", (\"float32\",), (2,), {0: 512, 1: 256}),\n"));
+	assert_non_null(strstr(out.buf, "    (\"scale\", \"float\", (), (), {}),\n"));
+	/* two ranks verified: no size is fixed */
+	assert_non_null(strstr(out.buf, "(\"param:fc-weight\", \"tensor\", (\"float16\",\"bfloat16\",), (1,2,), {}),"));
+	assert_non_null(strstr(out.buf, "    def op(input0: torch.Tensor, scale: float, param_fc_weight: torch.Tensor, "
+				   "param_fc_weight_3: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:\n"));
+	assert_non_null(strstr(out.buf, "lib.define(\"op_3_fused_mlp(Tensor input0, float scale, Tensor param_fc_weight, "
+				   "Tensor param_fc_weight_3) -> (Tensor, Tensor)\")"));
+	assert_non_null(strstr(out.buf, "def backward_op(input0: torch.Tensor, scale: float, param_fc_weight: "
+				   "torch.Tensor, param_fc_weight_3: torch.Tensor, grad0: torch.Tensor, grad1: "
+				   "torch.Tensor) -> List[torch.Tensor]:"));
+	assert_non_null(strstr(out.buf, "\ndef op_3_fused_mlp(*args):\n"));
+	/* every slot filled: no "@NAME" is left (decorators are lower case) */
+	for (const char *at = strchr(out.buf, '@'); at; at = strchr(at + 1, '@'))
+		assert_false(at[1] >= 'A' && at[1] <= 'Z');
+	strbuf_release(&out);
+
+	/* what ops.py cannot name is refused */
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ev, "configs"), 1), "inputs"), 0),
+		"dtype", cJSON_CreateString("torch.float32); import os; ("));
+	assert_int_equal(kb_torch_op_from_evidence(&op, ev, "x", &why), -1);
+	assert_non_null(strstr(why.buf, "which ops.py cannot name"));
+	strbuf_reset(&why);
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "operator"), "pass",
+					       cJSON_CreateString("backward"));
+	assert_int_equal(kb_torch_op_from_evidence(&op, ev, "x", &why), -1);
+	assert_non_null(strstr(why.buf, "backward pass"));
+	kb_torch_op_release(&op);
+	strbuf_release(&why);
+	cJSON_Delete(ev);
+}
+
+static void test_sanitize(void **state)
+{
+	const char *hostile =
+		"{\"verdict\": \"wired\", \"implementation\": \"custom_op\\\"; rm\", \"extra\": \"x\","
+		" \"configs\": [{\"config\": \"own ghp_0123456789abcdef0123456789abcdef0123\", \"seed\": 0,"
+		"   \"kernel_calls\": 1, \"outputs_max_abs\": 1e-7, \"grads_max_abs\": -1, \"gradients\": 2.5,"
+		"   \"ok\": true, \"note\": \"dropped\"},"
+		"  {\"config\": \"half\", \"seed\": 1, \"kernel_calls\": 0, \"ok\": true}],"
+		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true},"
+		" \"tests\": {\"ran\": true, \"passed\": 3, \"failed\": 1e30, \"skipped\": \"2\"}}";
+	cJSON *raw = cJSON_Parse(hostile), *w = kb_wiring_sanitize(raw), *c0, *t;
+	char *text = cJSON_PrintUnformatted(w);
+
+	(void)state;
+	/* a config with no kernel call is no proof: not wired, whatever the record says */
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "mismatch");
+	assert_null(cJSON_GetObjectItemCaseSensitive(w, "implementation"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(w, "extra"));
+	c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(w, "configs"), 0);
+	assert_null(strstr(text, "ghp_0123456789"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(c0, "note"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(c0, "gradients"));
+	assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c0, "grads_max_abs")));
+	t = cJSON_GetObjectItemCaseSensitive(w, "tests");
+	assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(t, "passed")), 3);
+	assert_null(cJSON_GetObjectItemCaseSensitive(t, "failed"));
+	assert_null(cJSON_GetObjectItemCaseSensitive(t, "skipped"));
+	free(text);
+	cJSON_Delete(w);
+	/* the second config called the kernel too: now it is wired */
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(raw, "configs"), 1),
+					       "kernel_calls", cJSON_CreateNumber(2));
+	w = kb_wiring_sanitize(raw);
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "wired");
+	cJSON_Delete(w);
+	/* a fallback that called the kernel is no fallback */
+	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(raw, "fallback"), "kernel_calls",
+					       cJSON_CreateNumber(1));
+	w = kb_wiring_sanitize(raw);
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "mismatch");
+	cJSON_Delete(w);
+	cJSON_Delete(raw);
+	/* no record at all */
+	w = kb_wiring_sanitize(NULL);
+	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "error");
+	cJSON_Delete(w);
+}
+
+static void test_markdown(void **state)
+{
+	const char *rec =
+		"{\"verdict\": \"wired\", \"implementation\": \"library\", \"module\": \"src/m|x.py\","
+		" \"class\": \"Block\", \"import_line\": 5, \"guard_line\": 15, \"call\": \"x, self.w\","
+		" \"op_dir\": \"kernelbot/lg\", \"build\": \"No setup.py.\", \"configs_other_init\": 2,"
+		" \"configs\": [{\"config\": \"own|<b>\", \"seed\": 0, \"kernel_calls\": 1,"
+		"   \"outputs_max_abs\": 1e-6, \"grads_max_abs\": 0, \"ok\": true}],"
+		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true},"
+		" \"tests\": {\"ran\": true, \"passed\": 2, \"failed\": 0, \"skipped\": 1, \"errors\": 0,"
+		"   \"kernel_calls\": 4}, \"tests_selection\": [\"tests/test_m.py\"]}";
+	cJSON *w = cJSON_Parse(rec);
+	struct strbuf md = STRBUF_INIT;
+
+	(void)state;
+	kb_wire_markdown(&md, w);
+	assert_non_null(strstr(md.buf, "### Wired into the model"));
+	assert_non_null(strstr(md.buf, "(line 5), two lines at the top of `forward` (line 15)"));
+	assert_non_null(strstr(md.buf, "**wired**: 1 of 1 config and seed runs agree"));
+	assert_non_null(strstr(md.buf, "a float64 call ran the original code; 2 verified configs"));
+	assert_non_null(strstr(md.buf, "**2 passed, 0 failed**, 1 skipped, 0 errors; the kernel ran 4 times."));
+	/* the table stays a table */
+	assert_null(strstr(md.buf, "own|<b>"));
+	cJSON_Delete(w);
+	strbuf_reset(&md);
+	kb_wire_markdown(&md, NULL);
+	assert_int_equal(md.len, 0);
+	strbuf_release(&md);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ops_py),
+		cmocka_unit_test(test_sanitize),
+		cmocka_unit_test(test_markdown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
