@@ -8,7 +8,8 @@
 #   make fuzz       every libFuzzer target (clang) for FUZZ_SECONDS each (default 30)
 #   make fuzz-build the libFuzzer targets only, in build/fuzz
 #   make test-gpu   the GPU suites (needs an NVIDIA GPU; says so and exits 0 without one)
-#   make demo       the main job on built-in defaults (the bot on the local forge)
+#   make demo       the main job on built-in defaults (the bot on the local forge, on
+#                   examples/repos/tinymlp; KB_DEMO_REPO= for the operator files)
 #   make demo-verify the verifier alone on a correct kernel and a reward hack
 #   make bench-eval the verifier's benchmark (GPU figures; CPU otherwise)
 #   make bench-corpora CORPORA="--robust-kbench DIR --kernelbench DIR --leaderboard DIR"
@@ -195,10 +196,11 @@ bench-templates: all
 
 # the LLM search with the LLM simulator: the bot's own overhead per candidate
 # and candidates per GPU-hour against a robust-kbench-style pipeline (fresh
-# process + torch extension per candidate); GPU figures, a small CPU run otherwise
+# process + torch extension per candidate); GPU figures, a small CPU run otherwise.
+# BENCH_SEARCH="--latency-ms 20000,2000": calls in flight against the serial search
 .PHONY: bench-search
 bench-search: all
-	@KB_BUILD=$(REL) sh bench/search/run.sh
+	@KB_BUILD=$(REL) sh bench/search/run.sh $(BENCH_SEARCH)
 
 # what a GPU runner without the build's packages needs, in $(REL): the
 # shared libraries kernelbot links (all but glibc's and gcc's) in gpu-libs/
@@ -212,7 +214,7 @@ gpu-bundle: all
 
 # the main job: the bot on the local forge, built-in proposer, GPU if present
 demo: all
-	@KB_BUILD=$(REL) sh examples/demo-bot.sh
+	@KB_BUILD=$(REL) KB_DEMO_REPO=$${KB_DEMO_REPO-tinymlp} sh examples/demo-bot.sh
 
 # the verifier alone: a correct kernel, a reward hack, a speedup table
 demo-verify: all

@@ -12,6 +12,10 @@
 #   KB_DEMO_OPS   example names (default: fused_pointwise, as a KernelBench
 #                 file, and softmax, as a robust-kbench folder)
 #   KB_DEMO_FAST  1: the smallest tuning (tests)
+#   KB_DEMO_REPO  an example repository of examples/repos/ (`make demo`:
+#                 tinymlp): its pull request (examples/repos/scenario.sh)
+#                 instead of the operators; the bot's branch then also
+#                 wires the kernel into the module
 # Uses the GPU when torch sees one, else the CPU backend.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +24,8 @@ case "$build" in /*) ;; *) build="$top/$build" ;; esac
 kb="$build/kernelbot"
 ops=${KB_DEMO_OPS:-"fused_pointwise softmax"}
 fast=${KB_DEMO_FAST:-0}
+demo_repo=${KB_DEMO_REPO:-}
+head=add-operators
 repo=demo/kernels
 
 die() {
@@ -47,7 +53,7 @@ rm -rf "$work/state" "$work/repo" "$work/demo.git" "$work/examples"
 # --- the operators: shrunk copies on the CPU (GPU sizes take minutes there) ---
 src="$top/examples"
 echo "== kernelbot demo: preparing a demo repository in $work ($backend backend)"
-if [ $backend = cpu ]; then
+if [ $backend = cpu ] && [ -z "$demo_repo" ]; then
 	# shellcheck disable=SC2086
 	"$py" "$top/examples/shrink.py" --factor 64 "$work/examples" $ops >/dev/null ||
 		die "could not shrink the examples"
@@ -58,6 +64,11 @@ fi
 export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=maintainer GIT_AUTHOR_EMAIL=maintainer@example.com
 export GIT_COMMITTER_NAME=maintainer GIT_COMMITTER_EMAIL=maintainer@example.com
 g() { git -C "$work/repo" -c init.defaultBranch=main -c commit.gpgsign=false "$@"; }
+if [ -n "$demo_repo" ]; then
+	sh "$top/examples/repos/scenario.sh" "$demo_repo" "$work/repo" >/dev/null ||
+		die "could not make the example repository '$demo_repo'"
+	head=pr ops="examples/repos/$demo_repo"
+else
 mkdir -p "$work/repo" && g init -q || die "git init failed"
 printf '# demo kernels\n\nOperators kernelbot optimises.\n' >"$work/repo/README.md"
 g add README.md && g commit -q -m "start" || die "git commit failed"
@@ -77,8 +88,9 @@ for op in $ops; do
 done
 g add -A && g commit -q -m "add operators: $ops" || die "git commit failed"
 g checkout -q main
+fi
 # the "remote" the forge serves is bare (the bot pushes its branch there)
-git init -q --bare "$work/demo.git" && g push -q "$work/demo.git" main add-operators ||
+git init -q --bare "$work/demo.git" && g push -q "$work/demo.git" main "$head" ||
 	die "could not make the bare repository"
 
 # --- the bot's config ---
@@ -107,7 +119,7 @@ printf '[core]\nstate_dir = %s\n[harness]\npython = %s\nbackend = %s\n%b[bench]\
 lk() { "$kb" local -c "$cfg" "$@"; }
 lk add-repo "$repo" "$work/demo.git" || die "could not register the repository"
 lk permit "$repo" maintainer write || exit 2
-pr=$(lk --as maintainer open-pr "$repo" add-operators main "Add operators") || die "could not open the pull request"
+pr=$(lk --as maintainer open-pr "$repo" "$head" main "Add operators") || die "could not open the pull request"
 lk --as maintainer label "$repo" "$pr" optimize-kernel || die "could not label the pull request"
 
 echo "== kernelbot demo: the bot on the local forge ($backend backend)"

@@ -294,6 +294,27 @@ bool jmod_is_module_job(const struct runner *r);
 /* Where `kernelbot operator` writes the job's operator file (the checkout's root); -1 without a section. */
 int jmod_operator_file(const struct runner *r, struct strbuf *out);
 
+/* --- wire_job.c: a module job's kernel wired into the module (bot/report/README.md) --- */
+
+/* What the branch takes besides the run's folder when the wiring check said "wired". */
+struct jwired {
+	struct strbuf module_path;    /* empty: not wired */
+	struct strbuf module_text;
+	struct strbuf setup_text;     /* setup.py's, when setup_changed */
+	bool setup_changed;
+};
+#define JWIRED_INIT { STRBUF_INIT, STRBUF_INIT, STRBUF_INIT, false }
+void jwired_release(struct jwired *w);
+/* Where the run's folder goes on the branch: kernelbot/<slug> (its Python package). */
+void jwire_op_dir(struct strbuf *out, const struct runner *r);
+/*
+ * A module job: `kernelbot wire --check --write` on r->out and r->src
+ * (ops.py, the patched module, evidence.json's "wiring"), then out gets
+ * the patched files when the check said "wired"; otherwise a line in
+ * r->notes says why and out stays empty. Other jobs: nothing. 0 or -1.
+ */
+int jwire_module(struct kb_jobs *j, struct runner *r, struct jwired *out);
+
 /* --- jobs.c --- */
 
 /* Stop the runner of job_id if this process runs it, and finish it as cancelled. */

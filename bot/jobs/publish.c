@@ -393,6 +393,26 @@ static int read_results(struct runner *r, struct rfiles *fs)
 	return error("job %" PRId64 " produced no kernel in '%s'", r->job.id, r->out.buf);
 }
 
+/* The wired module (and setup.py) beside the folder's files in the commit. */
+static void wired_files(struct kb_git_file *gf, size_t *nr, const struct jwired *w,
+			struct strbuf *all)
+{
+	gf[*nr].path = w->module_path.buf;
+	gf[*nr].data = w->module_text.buf;
+	gf[*nr].len = w->module_text.len;
+	gf[(*nr)++].mode = 0644;
+	if (w->setup_changed) {
+		gf[*nr].path = "setup.py";
+		gf[*nr].data = w->setup_text.buf;
+		gf[*nr].len = w->setup_text.len;
+		gf[(*nr)++].mode = 0644;
+	}
+	for (size_t i = *nr - (w->setup_changed ? 2 : 1); i < *nr; i++) {
+		strbuf_addf(all, "%s\n%zu\n", gf[i].path, gf[i].len);
+		strbuf_add(all, gf[i].data, gf[i].len);
+	}
+}
+
 static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 			  struct strbuf *note)
 {
@@ -403,7 +423,9 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 	struct jobject obj = { 0 };
 	struct kb_forge_remote rem = KB_FORGE_REMOTE_INIT;
 	struct kb_git_cred cred;
+	struct jwired wired = JWIRED_INIT;
 	char hash[65], sha[KB_GIT_SHA_SIZE], remote[KB_GIT_SHA_SIZE];
+	size_t nr;
 	int rc;
 
 	/*
@@ -414,9 +436,10 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 		goto out;
 	cred.username = rem.username;
 	cred.token = rem.password;
-	if ((rc = read_results(r, &fs)))
+	/* a module's job: ops.py and the proof join the folder, the patched module the commit */
+	if ((rc = jwire_module(j, r, &wired)) || (rc = read_results(r, &fs)))
 		goto out;
-	gf = xcalloc(fs.nr, sizeof(*gf));
+	gf = xcalloc(fs.nr + 2, sizeof(*gf));
 	for (size_t i = 0; i < fs.nr; i++) {
 		const char *p = strvec_pushf(&paths, "kernelbot/%s/%s", r->slug.buf, fs.v[i].rel);
 
@@ -427,6 +450,9 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 		strbuf_addf(&all, "%s\n%zu\n", p, fs.v[i].data.len);
 		strbuf_add(&all, fs.v[i].data.buf, fs.v[i].data.len);
 	}
+	nr = fs.nr;
+	if (wired.module_path.len)
+		wired_files(gf, &nr, &wired, &all);
 	strbuf_addf(&all, "parent %s\n", r->job.head_sha);
 	jhash(hash, all.buf);
 
@@ -445,7 +471,7 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 	strbuf_addf(&msg, "kernelbot: %s %.2fx faster\n\nKernel, torch binding and evidence for "
 		    "%s at %s,\nfound and verified by kernelbot for #%" PRId64 ".\n",
 		    r->slug.buf, speedup, r->job.operator_path, r->job.head_sha, r->job.pr_number);
-	if ((rc = kb_git_commit_files(r->git, r->branch.buf, r->job.head_sha, gf, fs.nr, msg.buf,
+	if ((rc = kb_git_commit_files(r->git, r->branch.buf, r->job.head_sha, gf, nr, msg.buf,
 				      j->cfg->bot_author_name, j->cfg->bot_author_email, sha)))
 		goto out;
 	rc = kb_git_publish_branch(r->git, NULL, r->branch.buf, j->cfg->bot_author_email, &cred);
@@ -460,6 +486,7 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 out:
 	kb_forge_remote_release(&rem);
 	rfiles_release(&fs);
+	jwired_release(&wired);
 	free(gf);
 	strvec_clear(&paths);
 	jobject_release(&obj);

@@ -1,0 +1,1 @@
+# the tests import extpkg from the checkout (no install needed)

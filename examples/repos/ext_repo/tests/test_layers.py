@@ -1,0 +1,12 @@
+import torch
+
+from extpkg.layers import ScaledTanh
+
+
+def test_soft_clip_formula():
+    x = torch.randn(64, 512)
+    torch.testing.assert_close(ScaledTanh()(x), torch.tanh(x * 0.75) * 1.5)
+
+
+def test_soft_clip_bounds():
+    assert ScaledTanh()(torch.randn(64, 512) * 100).abs().max().item() <= 1.5
