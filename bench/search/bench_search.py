@@ -230,7 +230,8 @@ class Bench:
 
     # --- the search ---
 
-    def write_config(self, port):
+    def write_config(self, port, overrides=None):
+        """The run's config; overrides: {section: {key: value}} over the profile's."""
         prof = PROFILES[self.backend]
         sec = {
             "core": {"state_dir": os.path.join(self.work, "state")},
@@ -243,6 +244,8 @@ class Bench:
                         "model": "sim", "api_key": KEY, "max_tokens": "8192"},
             "search": dict({"seed": str(self.a.seed)}, **prof["search"]),
         }
+        for name, kv in (overrides or {}).items():
+            sec[name] = dict(sec.get(name) or {}, **kv)
         path = os.path.join(self.work, "bench-search.ini")
         with open(path, "w") as f:
             for name, kv in sec.items():
@@ -444,19 +447,25 @@ class Bench:
                 self.sim.stop()
         self.res["elapsed_s"] = round(time.time() - self.t0, 1)
         text, ok = self.report()
+        self.save(text, [(n, n) for n in ("run.out", "run.err", "llm.log")])
+        return 0 if ok else 1
+
+    def save(self, text, logs):
+        """Print the report; report.txt and results.json into the workdir,
+        copied to --out with logs (pairs: path in the workdir, name there)."""
         print()
         print(text, end="")
         with open(os.path.join(self.work, "report.txt"), "w") as f:
             f.write(text)
         with open(os.path.join(self.work, "results.json"), "w") as f:
             json.dump(self.res, f, indent=1, sort_keys=True)
-        if self.a.out:
-            os.makedirs(self.a.out, exist_ok=True)
-            for name in ("report.txt", "results.json", "run.out", "run.err", "llm.log"):
-                p = os.path.join(self.work, name)
-                if os.path.exists(p):
-                    shutil.copy(p, os.path.join(self.a.out, "bench-search-" + name))
-        return 0 if ok else 1
+        if not self.a.out:
+            return
+        os.makedirs(self.a.out, exist_ok=True)
+        for rel, name in [("report.txt", "report.txt"), ("results.json", "results.json")] + logs:
+            p = os.path.join(self.work, rel)
+            if os.path.exists(p):
+                shutil.copy(p, os.path.join(self.a.out, "bench-search-" + name))
 
 
 def main(argv=None):
@@ -468,8 +477,9 @@ def main(argv=None):
     ap.add_argument("--workdir", required=True, help="scratch directory (emptied first)")
     ap.add_argument("--out", help="copy report.txt, results.json and the logs here")
     ap.add_argument("--operator", default="kb_relu", help="corpus operator: kb_relu, kb_softmax")
-    ap.add_argument("--deadline", type=float, default=220.0,
-                    help="seconds for the whole run (default 220)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds for the whole run (default 220; with --latency-ms: the runs' "
+                         "seconds and 10 s each)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--baseline-candidates", type=int, default=-1,
                     help="most baseline candidates (-1: as many as its share of the deadline "
@@ -480,10 +490,34 @@ def main(argv=None):
                     help="share of the deadline its first candidate may run to")
     ap.add_argument("--include", action="append", default=[],
                     help="extra include directory for the baseline's builds (dlpack)")
+    ap.add_argument("--latency-ms", metavar="LIST",
+                    help="instead of the above: the search with model calls in flight against "
+                         "the serial one, the simulator answering after each latency "
+                         "(e.g. 20000,2000; bench/search/concurrency.py)")
+    ap.add_argument("--in-flight", metavar="LIST", default="1,8",
+                    help="with --latency-ms: [search] calls_in_flight of the runs side by side "
+                         "(default 1,8; 1 is the serial search)")
+    ap.add_argument("--run-seconds", type=float,
+                    help="with --latency-ms: seconds of each run (default: the deadline shared out)")
     a = ap.parse_args(argv)
     if not os.access(a.bin, os.X_OK):
         print("bench-search: no kernelbot binary at '%s'" % a.bin, file=sys.stderr)
         return 2
+    if a.latency_ms is not None:
+        import concurrency
+        try:
+            lats = concurrency.parse_list(a.latency_ms, "--latency-ms", 0, 600000)
+            flights = concurrency.parse_list(a.in_flight, "--in-flight", 1, 256)
+            runs = len(lats) * len(flights)
+            if a.deadline is None:
+                a.deadline = runs * ((a.run_seconds or 100.0) + 10.0)
+            per = concurrency.run_seconds(a.deadline, runs, a.run_seconds)
+        except ValueError as e:
+            print("bench-search: %s" % e, file=sys.stderr)
+            return 2
+        return concurrency.ConcurrencyBench(a, lats, flights, per).run()
+    if a.deadline is None:
+        a.deadline = 220.0
     if a.deadline < 30:
         print("bench-search: --deadline must be at least 30 s", file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@
 # (bench/search/bench_search.py), with the LLM simulator answering.
 # Backend: cuda when torch sees a GPU, else cpu (a small run). Report and
 # logs: $OUT when set, else $KB_BUILD/bench-search/. Extra arguments go to
-# bench_search.py (--help lists them; --deadline S, default 220).
+# bench_search.py (--help lists them; --deadline S, default 220;
+# --latency-ms 20000,2000: model calls in flight against the serial search).
 set -u
 bench=bench-search
 . "$(dirname "$0")/../bench_env.sh"

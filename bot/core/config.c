@@ -205,7 +205,7 @@ static const struct cfg_row model_rows[] = {
 	{ "llm.*", "reasoning_effort", CFG_STRING, MOFF(reasoning_effort), "", 0, 0, 0, 0, CFG_CHOICE,
 	  effort_names },
 	{ "llm.*", "max_tokens", CFG_INT, MOFF(max_tokens), "8192", 1, 1000000, 0, 0, 0, NULL },
-	{ "llm.*", "max_in_flight", CFG_INT, MOFF(max_in_flight), "4", 1, 256, 0, 0, 0, NULL },
+	{ "llm.*", "max_in_flight", CFG_INT, MOFF(max_in_flight), "8", 1, 256, 0, 0, 0, NULL },
 	{ "llm.*", "price_in_per_mtok", CFG_DOUBLE, MOFF(price_in_per_mtok), "0", 0, 0, 0, 1e6, 0, NULL },
 	{ "llm.*", "price_out_per_mtok", CFG_DOUBLE, MOFF(price_out_per_mtok), "0", 0, 0, 0, 1e6, 0,
 	  NULL },

@@ -83,7 +83,7 @@ size_t kb_llm_pool_in_flight(struct kb_llm_pool *p);
 /* The estimates of the calls in flight, for budget checks. */
 void kb_llm_pool_reserved(struct kb_llm_pool *p, int64_t *tokens, double *usd);
 
-/* The most calls that were running at once so far (bench-search reports it). */
+/* The most calls that were running at once so far (tests check the limits by it). */
 size_t kb_llm_pool_peak(struct kb_llm_pool *p);
 
 #endif

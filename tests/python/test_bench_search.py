@@ -172,3 +172,186 @@ def test_bench_search_end_to_end_on_cpu(tmp_path):
     share = m["overhead_s"] / m["search_wall_s"]
     load.judge(-0.1 < share <= 0.25, "overhead %.2f s of a %.1f s search (%.0f%%), %s ms per candidate"
                % (m["overhead_s"], m["search_wall_s"], 100 * share, m["overhead_per_candidate_ms"]))
+
+
+# --- --latency-ms: model calls in flight against the serial search (issue 16) ---
+
+import concurrency as CC  # noqa: E402  (bench/search, beside bench_search)
+
+
+def test_concurrency_options():
+    assert CC.parse_list("20000, 2000,20000", "--latency-ms", 0, 600000) == [20000, 2000]
+    assert CC.parse_list("1,8", "--in-flight", 1, 256) == [1, 8]
+    with pytest.raises(ValueError, match="'2s' is not a whole number"):
+        CC.parse_list("2s", "--latency-ms", 0, 600000)
+    with pytest.raises(ValueError, match="--in-flight: 0 is out of range 1..256"):
+        CC.parse_list("0,8", "--in-flight", 1, 256)
+    assert CC.run_seconds(220, 2, None) == 100
+    assert CC.run_seconds(1300, 2, 600) == 600
+    with pytest.raises(ValueError, match="do not fit"):
+        CC.run_seconds(600, 2, 600)
+    with pytest.raises(ValueError, match="at least 45"):
+        CC.run_seconds(100, 4, None)
+    # the command line says what was wrong, exit 2
+    p = subprocess.run([sys.executable, BENCH, "--bin", sys.executable, "--backend", "cpu",
+                        "--workdir", "/nonexistent/never", "--latency-ms", "2000",
+                        "--in-flight", "1,x"], capture_output=True, text=True, cwd=TOP)
+    assert p.returncode == 2 and "--in-flight: 'x' is not a whole number" in p.stderr
+
+
+def _task(proc, state, syscall=None, ticks=(7, 3)):
+    d = proc / "42" / "task" / "42"
+    d.mkdir(parents=True, exist_ok=True)
+    # pid (comm with ') ' inside) state ppid ... utime stime at fields 14 and 15
+    rest = [state] + ["0"] * 10 + [str(ticks[0]), str(ticks[1])] + ["0"] * 30
+    (d / "stat").write_text("42 (kernel) bot) " + " ".join(rest) + "\n")
+    if syscall is None:
+        if (d / "syscall").exists():
+            (d / "syscall").unlink()
+    else:
+        (d / "syscall").write_text(syscall + "\n")
+
+
+def test_thread_sampler_classifies_the_search_thread(tmp_path):
+    s = CC.ThreadSampler(42, proc=str(tmp_path))
+    s.waits = CC.WAIT_SYSCALLS["x86_64"]  # whatever this machine is
+    cases = [("R", None, True),                       # running: the bot's own work
+             ("S", "202 0x1 0x2", False),             # futex: waiting for a model call
+             ("S", "7 0x1 0x2", False),               # poll: a build or the harness
+             ("S", "61 0x1", False),                  # wait4: a child
+             ("D", "74 0x3", True),                   # fsync: the bot's own I/O
+             ("S", "running", True),                  # woke between the two reads
+             ("S", None, False), ("D", None, True)]   # no syscall file: by state
+    for state, sc, working in cases:
+        _task(tmp_path, state, sc)
+        assert s.sample() == (working, 10), (state, sc)
+    s.samples = [(10.0, True, 100), (10.5, False, 100), (11.0, False, 103), (11.5, True, 104),
+                 (20.0, True, 500)]
+    w = s.window(10.0, 12.0)
+    assert w["samples"] == 4 and w["working_share"] == 0.5 and w["working_s"] == 1.0
+    assert w["cpu_s"] == pytest.approx(4 / os.sysconf("SC_CLK_TCK"))
+    assert s.window(30.0, 40.0) is None
+    assert CC.ThreadSampler(43, proc=str(tmp_path)).sample() is None  # gone
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="no /proc")
+def test_thread_sampler_on_real_threads():
+    """A sleeping process is blocked, a spinning one working: shares of the
+    samples taken, whatever the machine's speed."""
+    shares = {}
+    for name, code in (("sleep", "import time; time.sleep(1.5)"),
+                       ("spin", "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass")):
+        p = subprocess.Popen([sys.executable, "-c", code])
+        s = CC.ThreadSampler(p.pid, period=0.01).start()
+        p.wait()
+        s.stop()
+        t = [x[0] for x in s.samples]
+        assert len(t) >= 10, name
+        shares[name] = s.window(t[len(t) // 5], t[-1])["working_share"]
+    assert shares["sleep"] <= 0.2 and shares["spin"] >= 0.8, shares
+
+
+def _quality_db(path):
+    con = sqlite3.connect(path)
+    con.executescript("CREATE TABLE candidates (id INTEGER PRIMARY KEY, search_id INTEGER,"
+                      " proposer TEXT, verdict TEXT, speedup REAL, cell INTEGER, evidence TEXT);")
+    ran = json.dumps({"stages": {"build_s": 1.0, "harness_s": 2.0}})
+    static = json.dumps({"stages": {"static_s": 0.01, "build_s": 0.0, "harness_s": 0.0}})
+    con.executemany("INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?)", [
+        (1, 1, "template", "verified", 5.0, 9, ran),   # re-timed each run: left out
+        (2, 1, "translate", "verified", 1.2, 3, ran),
+        (3, 1, "translate", "static", None, None, static),
+        (4, 1, "mutate", "filtered", None, None, None),
+        (5, 1, "mutate", "rejected", None, 4, ran),
+        (6, 1, "mutate", "verified", 1.5, 3, ran),
+        (7, 1, "mutate", "verified", 2.5, 6, ran),
+        (8, 2, "mutate", "verified", 9.0, 1, ran)])    # another search
+    con.commit()
+    con.close()
+
+
+def test_quality_at_equal_candidate_counts(tmp_path):
+    db = str(tmp_path / "k.db")
+    _quality_db(db)
+    assert CC.quality(db, 1, 1) == {"n": 1, "best": 1.2, "cells": 1}
+    assert CC.quality(db, 1, 3) == {"n": 3, "best": 1.5, "cells": 1}
+    assert CC.quality(db, 1, 4) == {"n": 4, "best": 2.5, "cells": 2}
+    assert CC.quality(db, 1, 99) == {"n": 4, "best": 2.5, "cells": 2}
+    assert CC.quality(db, 3, 5) == {"n": 0, "best": None, "cells": 0}
+
+
+def _conc_run(lat, n, jph, busy, ov_ms, peak, at_equal, rc=0):
+    return {"latency_ms": lat, "in_flight": n, "time_budget_s": 575, "rc": rc,
+            "timed_out": False,
+            "concurrency": {"search_s": 500.0, "candidates": 40, "judged": 30,
+                            "judged_per_hour": jph, "harness_busy": busy, "model_calls": 100,
+                            "peak_in_flight": peak, "best": 1.3, "cells": 3,
+                            "overhead_s": ov_ms * 0.04, "overhead_per_candidate_ms": ov_ms,
+                            "cpu_per_candidate_ms": ov_ms / 2, "model_wait_share": 0.3,
+                            "thread": {"samples": 25000}, "at_equal": at_equal}}
+
+
+def test_concurrency_report_ratios_and_targets():
+    a = types.SimpleNamespace(seed=1, deadline=2500)
+    q = lambda best, cells: {"n": 6, "best": best, "cells": cells}  # noqa: E731
+    res = {"operator": "tests/operators/kb_relu.py", "latencies_ms": [20000, 2000],
+           "in_flight": [1, 8], "run_seconds": 600, "elapsed_s": 2450.0,
+           "runs": [_conc_run(20000, 1, 40.0, 0.08, 30.0, 1, q(1.2, 2)),
+                    _conc_run(20000, 8, 260.0, 0.55, 150.0, 8, q(1.1, 1)),
+                    _conc_run(2000, 1, 300.0, 0.4, 20.0, 1, q(1.2, 3)),
+                    _conc_run(2000, 8, 900.0, 0.45, 250.0, 8, q(0.5, 0))]}
+    text, ok = CC.report(res, "cuda", a)
+    assert ok, text
+    assert "20000 ms, 8 vs 1 in flight: 6.50x candidates judged per hour: met" in text
+    assert "GPU busy 55%: met; overhead 150.0 ms per candidate: met" in text
+    assert "after 6 judged candidates each: best 1.10x vs 1.20x, 1 vs 2 cells filled: met" in text
+    # only the 20 s latency is judged against the targets
+    assert "2000 ms, 8 vs 1 in flight: 3.00x candidates judged per hour\n" in text
+    assert "overhead 250.0 ms per candidate\n" in text and "not run at" not in text
+    assert "on cuda that is the GPU's busy share" in text
+    # missed targets are figures, not failures; a broken run or pool is a failed check
+    res["runs"][1] = _conc_run(20000, 8, 200.0, 0.3, 300.0, 9, q(1.0, 0), rc=1)
+    text, ok = CC.report(res, "cpu", a)
+    assert not ok
+    assert "5.00x candidates judged per hour: missed" in text
+    assert "harness busy 30%: missed; overhead 300.0 ms per candidate: missed" in text
+    assert "best 1.00x vs 1.20x, 0 vs 2 cells filled: missed" in text
+    assert "20000 ms, 8 in flight: at most 8 model calls in flight (the simulator saw 9): no" in text
+    assert "20000 ms, 8 in flight: `kernelbot run` finished (exit 1): no" in text
+    res["latencies_ms"], res["runs"] = [2000], res["runs"][2:]
+    text, ok = CC.report(res, "cpu", a)
+    assert ok and "(not run at 20000 ms latency: the targets are judged there only)" in text
+
+
+@pytest.mark.skipif(not os.access(BIN, os.X_OK), reason="kernelbot binary not built")
+def test_bench_search_concurrency_end_to_end_on_cpu(tmp_path):
+    """--latency-ms on the real binary: the simulator's latency, the
+    search's calls in flight (1: never two at once; 4: several) and the
+    sampled overhead. Counts only: how much fits is the machine's matter."""
+    work, out = str(tmp_path / "work"), str(tmp_path / "out")
+    py = os.environ.get("KERNELBOT_PYTHON") or "/usr/bin/python3"
+    p = subprocess.run([sys.executable, BENCH, "--bin", BIN, "--backend", "cpu", "--python", py,
+                        "--workdir", work, "--out", out, "--latency-ms", "300",
+                        "--in-flight", "1,4", "--run-seconds", "60"],
+                       capture_output=True, text=True, timeout=600, cwd=TOP)
+    assert p.returncode in (0, 1), p.stdout[-3000:] + p.stderr[-3000:]
+    with open(os.path.join(out, "bench-search-results.json")) as f:
+        res = json.load(f)
+    text = open(os.path.join(out, "bench-search-report.txt")).read()
+    assert "300 ms, 4 vs 1 in flight" in text and "harness busy" in text
+    assert os.path.exists(os.path.join(out, "bench-search-300ms-4-run.err"))
+    serial, wide = res["runs"]
+    assert (serial["in_flight"], wide["in_flight"]) == (1, 4)
+    for r in res["runs"]:
+        assert r["rc"] == 0 or r["timed_out"], r
+        c = r["concurrency"]
+        if c["model_calls"] < 2:
+            pytest.skip("the templates left no time for the search on this machine")
+        assert c["thread"]["samples"] >= 10 and c["overhead_s"] is not None
+        assert 0 <= c["thread"]["working_share"] <= 1
+    # calls_in_flight = 1 is the serial search; 4 keeps several calls at once
+    assert serial["concurrency"]["peak_in_flight"] == 1
+    assert 2 <= wide["concurrency"]["peak_in_flight"] <= 4
+    cfg = open(os.path.join(work, "lat300-n4", "bench-search.ini")).read()
+    assert "calls_in_flight = 4" in cfg and "max_in_flight = 4" in cfg
+    assert (p.returncode == 0) == all(res["checks"].values()), res["checks"]
