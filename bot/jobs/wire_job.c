@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/log.h"
+#include "core/redact.h"
 #include "core/subprocess.h"
 #include "core/util.h"
 #include "jobs/jobs_priv.h"
@@ -136,8 +137,12 @@ static int run_wire(struct kb_jobs *j, struct runner *r, const struct kb_repo_op
 		rc = -1;
 		goto out;
 	}
-	if (cp.exit_code == 1 && cp.err.len)
+	if (cp.exit_code == 1 && cp.err.len) {
+		/* the child may quote what the repository's code printed: it goes
+		 * into a pull request comment only redacted and cut */
 		last_line(why, &cp.err);
+		kb_redact(why, KB_REDACT_MESSAGE_MAX);
+	}
 	else if (cp.exit_code > 1 || cp.timed_out)
 		strbuf_addf(why, "`kernelbot wire` %s", cp.timed_out ? "ran out of time" : "failed");
 	if (cp.exit_code > 1)
