@@ -318,6 +318,9 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, status, body, ctype="application/json", headers=None):
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
+        # a model call stops counting as in flight before its answer leaves:
+        # the client may ask its next call the moment it reads the answer
+        self._uncount()
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
@@ -388,19 +391,25 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- one model request ---
 
+    def _uncount(self):
+        if getattr(self, "_counted", False):
+            self._counted = False
+            with self.server.core.lock:
+                self.server.core.in_flight -= 1
+
     def _model(self, provider, path, raw):
         core = self.server.core
         with core.lock:
             core.in_flight += 1
             core.stats["peak_in_flight"] = max(core.stats["peak_in_flight"], core.in_flight)
             latency = core.latency_ms
+        self._counted = True
         try:
             if latency:
                 time.sleep(latency / 1000.0)
             return self._model_answer(provider, path, raw)
         finally:
-            with core.lock:
-                core.in_flight -= 1
+            self._uncount()
 
     def _model_answer(self, provider, path, raw):
         core = self.server.core
