@@ -90,6 +90,7 @@ static bool configs(const cJSON *raw, cJSON *out)
 		error_figure(c, "outputs_max_abs", o);
 		error_figure(c, "grads_max_abs", o);
 		count(c, "gradients", o);
+		flag(c, "used", o); /* the speed gate's say on this shape, for the table */
 		ok = flag(c, "ok", o) && called && ok;
 		cJSON_AddItemToArray(arr, o);
 	}

@@ -6,6 +6,7 @@
 #include "run/kernel_json.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -34,6 +35,9 @@ static void usage(FILE *fp)
 		"                        backward, and the tests; recorded in RUN_DIR/evidence.json\n"
 		"  --write               write the patched FILE (and setup.py) into DIR\n"
 		"  --print               print the patched FILE on standard output\n"
+		"  --min-speedup X       call the kernel only on the sizes and dtypes where the\n"
+		"                        evidence timed it at >= X x the module's own code; none:\n"
+		"                        not wired (default 1.0; 0: wherever it was verified)\n"
 		"  -c, --config FILE     configuration (the sandbox, [harness] timeout_s)\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -44,6 +48,7 @@ static void usage(FILE *fp)
 struct wire_args {
 	const char *run_dir, *repo, *module, *op_dir, *init, *config;
 	int line;
+	double min_speedup;
 	bool check, write, print;
 	const char *sys_path[16], *tests[32];
 	char run_dir_abs[PATH_MAX], repo_abs[PATH_MAX];
@@ -58,11 +63,13 @@ static int parse(struct wire_args *a, int argc, char **argv)
 		{ "init", required_argument, NULL, 'i' }, { "sys-path", required_argument, NULL, 'p' },
 		{ "tests", required_argument, NULL, 't' }, { "check", no_argument, NULL, 'k' },
 		{ "write", no_argument, NULL, 'w' }, { "print", no_argument, NULL, 'P' },
-		{ "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' }, { NULL },
+		{ "config", required_argument, NULL, 'c' }, { "help", no_argument, NULL, 'h' },
+		{ "min-speedup", required_argument, NULL, 's' }, { NULL },
 	};
 	int64_t n;
 	int opt;
 
+	a->min_speedup = 1.0;
 	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'r': a->repo = optarg; break;
@@ -88,6 +95,12 @@ static int parse(struct wire_args *a, int argc, char **argv)
 				return cli_usage_error("wire", "too many --tests");
 			a->tests[a->nr_tests++] = optarg;
 			break;
+		case 's':
+			if (kb_parse_double(optarg, &a->min_speedup) || !(a->min_speedup >= 0) ||
+			    a->min_speedup > 1e6)
+				return cli_usage_error("wire", "--min-speedup takes a ratio from 0 to 1000000, "
+						       "not '%s'", optarg);
+			break;
 		case 'h': usage(stdout); return -1;
 		default: return cli_usage_error("wire", "unknown option");
 		}
@@ -102,6 +115,30 @@ static int parse(struct wire_args *a, int argc, char **argv)
 	return 0;
 }
 
+/* "speed gate: >= 1.00x: float32 of 0 to 16384 elements" */
+static void print_gate(const struct kb_torch_op *op)
+{
+	if (!(op->min_speedup > 0)) {
+		printf("speed gate: none (--min-speedup 0): the kernel runs wherever it was verified\n");
+		return;
+	}
+	printf("speed gate: the kernel runs where it measured >= %.2fx the module's own code:", op->min_speedup);
+	for (size_t i = 0; i < op->nr_speed; i++) {
+		printf("%s %s of", i ? ";" : "", op->speed[i].dtype);
+		for (size_t k = 0; k < op->speed[i].nr_ranges; k++) {
+			const struct kb_op_range *r = &op->speed[i].ranges[k];
+
+			printf("%s %" PRId64 " to ", k ? " or" : "", r->lo);
+			if (r->hi < 0)
+				printf("any");
+			else
+				printf("%" PRId64, r->hi);
+		}
+		printf(" elements");
+	}
+	printf("\n");
+}
+
 /* "the module is wired" lines, the check's figures */
 static void print_result(const struct kb_wire *w, const struct wire_args *a)
 {
@@ -110,18 +147,21 @@ static void print_result(const struct kb_wire *w, const struct wire_args *a)
 	printf("wired %s: import at line %d, the kernel's call at line %d (%s)\n", a->module,
 	       w->patch.import_line, w->patch.guard_line, w->patch.args.buf);
 	printf("build: %s\n", w->build_note.buf);
+	print_gate(&w->op);
 	if (!p)
 		return;
 	printf("check: %s (%s)\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "verdict")),
 	       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "implementation")) ?: "?");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "configs"))
-		printf("  %s seed %d: %d kernel calls, outputs %.3g, gradients %.3g: %s\n",
+		printf("  %s seed %d: %d kernel calls, outputs %.3g, gradients %.3g: %s%s\n",
 		       cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "config")),
 		       (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "seed")),
 		       (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "kernel_calls")),
 		       cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "outputs_max_abs")),
 		       cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, "grads_max_abs")),
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")) ? "ok" : "MISMATCH");
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")) ? "ok" : "MISMATCH",
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "used")) ? ""
+										: " (not used here: slower)");
 	c = cJSON_GetObjectItemCaseSensitive(p, "fallback");
 	printf("  fallback %s: %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "dtype")) ?: "?",
 	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")) ? "the original code ran" : "FAILED");
@@ -225,10 +265,12 @@ int cmd_wire(int argc, char **argv)
 	s.nr_sys_path = a.nr_sys_path;
 	s.tests = a.tests;
 	s.nr_tests = a.nr_tests;
+	s.min_speedup = a.min_speedup;
 	rc = kb_wire_prepare(&w, &s, &why);
 	if (rc == KB_ENOTSUPPORTED) {
 		fprintf(stderr, "kernelbot wire: cannot wire %s: %s\n", a.module, why.buf);
-		rc = KB_EXIT_NO;
+		/* --check and --write speak for the run's folder: its evidence says why */
+		rc = (a.check || a.write) && kb_wire_record_refusal(&s, why.buf) ? KB_EXIT_USAGE : KB_EXIT_NO;
 		goto out;
 	}
 	if (rc || kb_wire_write_run(&w, &s) || (a.write && write_repo(&w, &a, file.buf))) {

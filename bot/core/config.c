@@ -147,6 +147,7 @@ static const struct cfg_row rows[] = {
 	STR("bot", "branch_prefix", bot_branch_prefix, "kernelbot", CFG_REQUIRED),
 	DBL("bot", "improve_margin", bot_improve_margin, "0.05", 0, 100, 0),
 	DBL("bot", "min_speedup", bot_min_speedup, "1.0", 0, 1e6, 0),
+	DBL("bot", "wire_min_speedup", bot_wire_min_speedup, "1.0", 0, 1e6, 0),
 	INT("bot", "max_jobs", bot_max_jobs, "1", 1, 64),
 	INT("bot", "max_operators", bot_max_operators, "8", 1, 100),
 	INT("bot", "time_budget_s", bot_time_budget_s, "1800", 1, 604800),

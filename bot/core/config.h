@@ -94,6 +94,7 @@ struct kb_config {
 	char *bot_branch_prefix;      /* branches are PREFIX/pr-N/operator */
 	double bot_improve_margin;    /* review comment when best >= last * (1 + margin) */
 	double bot_min_speedup;       /* a pull request only for a kernel at least this fast */
+	double bot_wire_min_speedup;  /* the module calls the kernel only where it measured this fast */
 	int64_t bot_max_jobs;         /* jobs run at once */
 	int64_t bot_max_operators;    /* operators per pull request */
 	int64_t bot_time_budget_s;    /* per operator, unless .kernelbot.ini asks less */

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "core/redact.h"
 #include "core/subprocess.h"
@@ -121,6 +122,7 @@ static int run_wire(struct kb_jobs *j, struct runner *r, const struct kb_repo_op
 	jwire_op_dir(&op_dir, r);
 	strvec_pushl(&cp.args, j->bin, "wire", r->out.buf, "--repo", r->src.buf, "--module",
 		     module.buf, "--op-dir", op_dir.buf, "-c", cfg.buf, "--check", "--write", NULL);
+	strvec_pushf(&cp.args, "--min-speedup=%.17g", j->cfg->bot_wire_min_speedup);
 	if (init)
 		strvec_pushl(&cp.args, "--init", init, NULL);
 	strbuf_addf(&src, "%s/src", r->src.buf);

@@ -30,6 +30,11 @@ void kb_torch_op_release(struct kb_torch_op *op)
 		free(op->inputs[i].arg);
 		strvec_clear(&op->inputs[i].dtypes);
 	}
+	for (size_t i = 0; i < op->nr_speed; i++) {
+		free(op->speed[i].dtype);
+		free(op->speed[i].ranges);
+	}
+	free(op->speed);
 	free(op->inputs);
 	free(op->name);
 	memset(op, 0, sizeof(*op));
@@ -212,14 +217,41 @@ static void inputs_literal(struct strbuf *out, const struct kb_torch_op *op)
 	}
 }
 
+/* MIN_SPEEDUP and FASTER: {"float32": ((0, 16384), (65536, None)),} or None */
+static void faster_literal(struct strbuf *min, struct strbuf *out, const struct kb_torch_op *op)
+{
+	strbuf_addf(min, "%.17g", op->min_speedup);
+	if (!(op->min_speedup > 0)) {
+		strbuf_addstr(out, "None");
+		return;
+	}
+	strbuf_addstr(out, "{\n");
+	for (size_t i = 0; i < op->nr_speed; i++) {
+		strbuf_addstr(out, "    ");
+		kb_pytext_json_string(out, op->speed[i].dtype);
+		strbuf_addstr(out, ": (");
+		for (size_t k = 0; k < op->speed[i].nr_ranges; k++) {
+			const struct kb_op_range *r = &op->speed[i].ranges[k];
+
+			strbuf_addf(out, "%s(%" PRId64 ", ", k ? ", " : "", r->lo);
+			if (r->hi < 0)
+				strbuf_addstr(out, "None)");
+			else
+				strbuf_addf(out, "%" PRId64 ")", r->hi);
+		}
+		strbuf_addstr(out, op->speed[i].nr_ranges == 1 ? ",),\n" : "),\n");
+	}
+	strbuf_addstr(out, "}");
+}
+
 enum slot {
 	DOC_NAME, DOC_SIG, VERSION, NAME, IDENT, INPUTS, N_OUTPUTS, ARGS, SIGNATURE, GRADS,
-	GRAD_SIGNATURE, RETURNS, SCHEMA, NR_SLOTS
+	GRAD_SIGNATURE, RETURNS, SCHEMA, MIN_SPEEDUP, FASTER, NR_SLOTS
 };
 
 static const char *const slot_names[NR_SLOTS] = {
 	"DOC_NAME", "DOC_SIG", "VERSION", "NAME", "IDENT", "INPUTS", "N_OUTPUTS", "ARGS", "SIGNATURE",
-	"GRADS", "GRAD_SIGNATURE", "RETURNS", "SCHEMA",
+	"GRADS", "GRAD_SIGNATURE", "RETURNS", "SCHEMA", "MIN_SPEEDUP", "FASTER",
 };
 
 void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op)
@@ -262,6 +294,7 @@ void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op)
 		strbuf_addch(&v[RETURNS], ']');
 	}
 	kb_pytext_json_string(&v[SCHEMA], schema.buf);
+	faster_literal(&v[MIN_SPEEDUP], &v[FASTER], op);
 	kb_pytext_fill(out, kb_torch_op_py, slot_names, v, NR_SLOTS);
 	for (size_t i = 0; i < NR_SLOTS; i++)
 		strbuf_release(&v[i]);

@@ -47,11 +47,26 @@ struct kb_op_input {
 	int64_t fixed[KB_TORCH_OP_MAX_RANK];
 };
 
+/* Sizes (the tensor arguments' total elements) where the kernel measured fast enough. */
+struct kb_op_range {
+	int64_t lo, hi;              /* inclusive; hi < 0: no upper bound */
+};
+
+/* The speed gate of one dtype (of the first tensor argument). */
+struct kb_op_speed {
+	char *dtype;
+	struct kb_op_range *ranges;
+	size_t nr_ranges;
+};
+
 struct kb_torch_op {
 	char *name;                  /* the operator's identifier: "linear_gelu" */
 	struct kb_op_input *inputs;
 	size_t nr_inputs;
 	int nr_outputs;
+	double min_speedup;          /* the speed gate's threshold; 0: no gate (kb_torch_op_speed_gate) */
+	struct kb_op_speed *speed;
+	size_t nr_speed;
 };
 
 void kb_torch_op_init(struct kb_torch_op *op);
@@ -68,6 +83,24 @@ void kb_torch_op_ident(struct strbuf *out, const char *name);
  */
 int kb_torch_op_from_evidence(struct kb_torch_op *op, const cJSON *evidence, const char *name,
 			      struct strbuf *why);
+
+/*
+ * The speed gate (torch_op_speed.c): where the module may call the kernel
+ * for speed, from the evidence's timed configs. Per dtype of the first
+ * tensor argument, the configs sorted by total elements of the tensor
+ * arguments; a size whose every timed config ran at >= min_speedup x eager
+ * (the module's own code) is fast; each run of fast sizes is a range,
+ * open below when it starts at the smallest timed size and open above
+ * when it ends at the largest (between a fast and a slow config the
+ * kernel is not used). min_speedup <= 0: no gate, 0. Else 0 with the
+ * ranges in op, or KB_ENOTSUPPORTED with why (no config timed, or none
+ * fast: the figures named). op must come from kb_torch_op_from_evidence.
+ */
+int kb_torch_op_speed_gate(struct kb_torch_op *op, const cJSON *evidence, double min_speedup,
+			   struct strbuf *why);
+
+/* The gate as JSON for the evidence: {"min_speedup": x, "faster": {"float32": [[lo, hi|null]]}}; NULL: none. */
+cJSON *kb_torch_op_speed_json(const struct kb_torch_op *op);
 
 /* ops.py's text, appended to out. */
 void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op);

@@ -110,7 +110,8 @@ int kb_wire_prepare(struct kb_wire *w, const struct kb_wire_spec *s, struct strb
 		strbuf_addf(why, "'%s' is no Python package path (letters, digits, '_' and '/')", s->op_dir);
 		goto out;
 	}
-	if (kb_torch_op_from_evidence(&w->op, s->evidence, slash ? slash + 1 : s->op_dir, why))
+	if (kb_torch_op_from_evidence(&w->op, s->evidence, slash ? slash + 1 : s->op_dir, why) ||
+	    kb_torch_op_speed_gate(&w->op, s->evidence, s->min_speedup, why))
 		goto out;
 	kb_torch_op_render(&w->ops_py, &w->op);
 	strbuf_addf(&path, "%s/%s", s->repo_dir, s->module_path);

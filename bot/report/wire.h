@@ -42,6 +42,7 @@ struct kb_wire_spec {
 	size_t nr_sys_path;
 	const char *const *tests;       /* a pytest selection relative to repo_dir; none: no tests run */
 	size_t nr_tests;
+	double min_speedup;             /* the speed gate (kb_torch_op_speed_gate); 0: none */
 };
 
 struct kb_wire {
@@ -62,8 +63,9 @@ int kb_wire_package(struct strbuf *out, const char *op_dir);
 
 /*
  * Fill w. 0; KB_ENOTSUPPORTED with why when the module cannot be wired
- * (why names the file and the change to make); -1 (logged) when a file
- * cannot be read.
+ * (why names the file and the change to make) or should not be (the
+ * kernel measured below min_speedup on every timed config); -1 (logged)
+ * when a file cannot be read.
  */
 int kb_wire_prepare(struct kb_wire *w, const struct kb_wire_spec *s, struct strbuf *why);
 
@@ -78,6 +80,13 @@ int kb_wire_prove(struct kb_wire *w, const struct kb_wire_spec *s, const struct 
 
 /* run_dir/evidence.json gets "wiring": w->proof plus the module, class, lines and build. 0 or -1. */
 int kb_wire_record(const struct kb_wire *w, const struct kb_wire_spec *s);
+
+/*
+ * A module left unwired on purpose (kb_wire_prepare's KB_ENOTSUPPORTED):
+ * evidence.json's "wiring" becomes {"verdict": "not_wired", "module",
+ * "class", "reasons": [{"message": why}]}, so the pull request says why.
+ */
+int kb_wire_record_refusal(const struct kb_wire_spec *s, const char *why);
 
 /* The pull request's "Wired into the model" section from evidence.json's "wiring" (nothing when not an object). */
 void kb_wire_markdown(struct strbuf *sb, const cJSON *wiring);

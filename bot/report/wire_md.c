@@ -25,16 +25,23 @@ static const char *str(const cJSON *o, const char *key)
 	return s ? s : "";
 }
 
-static void where(struct strbuf *sb, const cJSON *w)
+/* "### <title>\n\n`module`: `Class`" */
+static void head(struct strbuf *sb, const char *title, const cJSON *w)
 {
-	strbuf_addstr(sb, "### Wired into the model\n\n");
+	strbuf_addf(sb, "### %s\n\n", title);
 	kb_md_code_n(sb, str(w, "module"), 200, false);
 	strbuf_addstr(sb, ": ");
 	kb_md_code_n(sb, str(w, "class"), 100, false);
+}
+
+static void where(struct strbuf *sb, const cJSON *w)
+{
+	head(sb, "Wired into the model", w);
 	strbuf_addstr(sb, "'s `forward` calls the kernel when `ops.supported(");
 	kb_md_escape_n(sb, str(w, "call"), 300);
 	strbuf_addf(sb, ")` says its arguments are of the kind verified (device, dtype, rank, the "
-		    "sizes that never varied) and runs its original code otherwise: one import "
+		    "sizes that never varied) and of a size where it measured faster, and runs its "
+		    "original code otherwise: one import "
 		    "(line %.0f), two lines at the top of `forward` (line %.0f). The operator is ",
 		    num(w, "import_line"), num(w, "guard_line"));
 	kb_md_code_n(sb, str(w, "op_dir"), 200, false);
@@ -43,18 +50,62 @@ static void where(struct strbuf *sb, const cJSON *w)
 	strbuf_addstr(sb, "\n\n");
 }
 
+static void range_text(struct strbuf *sb, const cJSON *r)
+{
+	double lo = cJSON_IsNumber(cJSON_GetArrayItem(r, 0)) ? cJSON_GetArrayItem(r, 0)->valuedouble : 0;
+	const cJSON *hi = cJSON_GetArrayItem(r, 1);
+
+	if (lo <= 0 && !cJSON_IsNumber(hi))
+		strbuf_addstr(sb, "of every size");
+	else if (lo <= 0)
+		strbuf_addf(sb, "of up to %.0f elements", hi->valuedouble);
+	else if (!cJSON_IsNumber(hi))
+		strbuf_addf(sb, "of %.0f elements or more", lo);
+	else
+		strbuf_addf(sb, "of %.0f to %.0f elements", lo, hi->valuedouble);
+}
+
+/* "**Speed gate**: ... float32 arguments of up to 16384 elements ...": where the kernel is called. */
+static void speed_gate(struct strbuf *sb, const cJSON *w)
+{
+	const cJSON *g = cJSON_GetObjectItemCaseSensitive(w, "speed_gate"), *d, *r, *c;
+	int runs = 0, used = 0;
+
+	if (!cJSON_IsObject(g))
+		return;
+	strbuf_addf(sb, "**Speed gate**: the module calls the kernel only where the evidence timed it at "
+		    "%.2fx its own code or faster: ", num(g, "min_speedup"));
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(g, "faster")) {
+		kb_md_code_n(sb, d->string ? d->string : "?", 20, false);
+		strbuf_addstr(sb, " arguments ");
+		cJSON_ArrayForEach(r, d) {
+			range_text(sb, r);
+			strbuf_addstr(sb, r->next ? " or " : "");
+		}
+		strbuf_addstr(sb, d->next ? "; " : "");
+	}
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(w, "configs")) {
+		runs++;
+		used += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "used"));
+	}
+	strbuf_addf(sb, " (total elements of the kernel's tensor arguments); the original code runs on "
+		    "every other size. The kernel is used on %d of the %d config and seed runs below.\n\n",
+		    used, runs);
+}
+
 static void configs_table(struct strbuf *sb, const cJSON *w)
 {
 	static const char *const head[] = { "config", "seed", "kernel calls", "outputs max abs err",
-					    "gradients max abs err", "" };
+					    "gradients max abs err", "", "used" };
+	bool gated = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(w, "speed_gate"));
 	const cJSON *c;
 
 	kb_md_details_begin(sb, "wiring check per config and seed");
-	kb_md_table_head(sb, head, ARRAY_SIZE(head), "lrrrrl");
+	kb_md_table_head(sb, head, ARRAY_SIZE(head) - !gated, "lrrrrll");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(w, "configs")) {
 		struct strbuf name = STRBUF_INIT;
 		char seed[16], calls[16], out[32], grads[32];
-		const char *cells[6];
+		const char *cells[7];
 
 		kb_md_escape_n(&name, str(c, "config"), 80);
 		xsnprintf(seed, sizeof(seed), "%.0f", num(c, "seed"));
@@ -67,7 +118,8 @@ static void configs_table(struct strbuf *sb, const cJSON *w)
 		cells[3] = out;
 		cells[4] = grads;
 		cells[5] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")) ? "agree" : "**differ**";
-		kb_md_table_row(sb, cells, ARRAY_SIZE(cells));
+		cells[6] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "used")) ? "yes" : "no: slower here";
+		kb_md_table_row(sb, cells, ARRAY_SIZE(cells) - !gated);
 		strbuf_release(&name);
 	}
 	kb_md_details_end(sb);
@@ -104,6 +156,13 @@ void kb_wire_markdown(struct strbuf *sb, const cJSON *w)
 
 	if (!cJSON_IsObject(w))
 		return;
+	if (!strcmp(verdict, "not_wired")) {
+		head(sb, "Not wired into the model", w);
+		strbuf_addstr(sb, " is left unchanged: ");
+		kb_md_escape_n(sb, str(reason, "message"), 500);
+		strbuf_addstr(sb, ". The kernel and its binding are here for the record.\n\n");
+		return;
+	}
 	where(sb, w);
 	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(w, "configs")) {
 		runs++;
@@ -128,6 +187,7 @@ void kb_wire_markdown(struct strbuf *sb, const cJSON *w)
 		kb_md_escape_n(sb, str(reason, "message"), 500);
 	}
 	strbuf_addstr(sb, "\n\n");
+	speed_gate(sb, w);
 	if (runs)
 		configs_table(sb, w);
 	tests_line(sb, w);

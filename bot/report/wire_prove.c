@@ -140,32 +140,19 @@ out:
 	return rc;
 }
 
-int kb_wire_record(const struct kb_wire *w, const struct kb_wire_spec *s)
+/* run_dir/evidence.json's "wiring" replaced by rec (taken). 0 or -1 (logged). */
+static int put_wiring(const char *run_dir, cJSON *rec)
 {
 	struct strbuf path = STRBUF_INIT, text = STRBUF_INIT;
-	cJSON *ev = NULL, *rec;
+	cJSON *ev = NULL;
 	char *out = NULL;
 	int rc = -1;
 
-	strbuf_addf(&path, "%s/evidence.json", s->run_dir);
+	strbuf_addf(&path, "%s/evidence.json", run_dir);
 	if (strbuf_read_file(&text, path.buf, 64u << 20) || !(ev = cJSON_Parse(text.buf))) {
 		error("could not read '%s'", path.buf);
+		cJSON_Delete(rec);
 		goto out;
-	}
-	rec = w->proof ? cJSON_Duplicate(w->proof, true) : cJSON_CreateObject();
-	cJSON_AddStringToObject(rec, "module", s->module_path);
-	cJSON_AddStringToObject(rec, "class", s->class_name);
-	cJSON_AddNumberToObject(rec, "import_line", w->patch.import_line);
-	cJSON_AddNumberToObject(rec, "guard_line", w->patch.guard_line);
-	cJSON_AddStringToObject(rec, "call", w->patch.args.buf);
-	cJSON_AddStringToObject(rec, "op_dir", s->op_dir);
-	cJSON_AddStringToObject(rec, "build", w->build_note.buf);
-	cJSON_AddBoolToObject(rec, "setup_changed", w->setup_changed);
-	if (s->nr_tests) {
-		cJSON *sel = cJSON_AddArrayToObject(rec, "tests_selection");
-
-		for (size_t i = 0; i < s->nr_tests; i++)
-			cJSON_AddItemToArray(sel, cJSON_CreateString(s->tests[i]));
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(ev, "wiring");
 	cJSON_AddItemToObject(ev, "wiring", rec);
@@ -181,4 +168,40 @@ out:
 	strbuf_release(&path);
 	strbuf_release(&text);
 	return rc;
+}
+
+int kb_wire_record_refusal(const struct kb_wire_spec *s, const char *why)
+{
+	cJSON *rec = cJSON_CreateObject(), *reason = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(rec, "verdict", "not_wired");
+	cJSON_AddStringToObject(rec, "module", s->module_path);
+	cJSON_AddStringToObject(rec, "class", s->class_name);
+	cJSON_AddStringToObject(reason, "message", why);
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(rec, "reasons"), reason);
+	return put_wiring(s->run_dir, rec);
+}
+
+int kb_wire_record(const struct kb_wire *w, const struct kb_wire_spec *s)
+{
+	cJSON *rec, *gate;
+
+	rec = w->proof ? cJSON_Duplicate(w->proof, true) : cJSON_CreateObject();
+	cJSON_AddStringToObject(rec, "module", s->module_path);
+	if ((gate = kb_torch_op_speed_json(&w->op)))
+		cJSON_AddItemToObject(rec, "speed_gate", gate);
+	cJSON_AddStringToObject(rec, "class", s->class_name);
+	cJSON_AddNumberToObject(rec, "import_line", w->patch.import_line);
+	cJSON_AddNumberToObject(rec, "guard_line", w->patch.guard_line);
+	cJSON_AddStringToObject(rec, "call", w->patch.args.buf);
+	cJSON_AddStringToObject(rec, "op_dir", s->op_dir);
+	cJSON_AddStringToObject(rec, "build", w->build_note.buf);
+	cJSON_AddBoolToObject(rec, "setup_changed", w->setup_changed);
+	if (s->nr_tests) {
+		cJSON *sel = cJSON_AddArrayToObject(rec, "tests_selection");
+
+		for (size_t i = 0; i < s->nr_tests; i++)
+			cJSON_AddItemToArray(sel, cJSON_CreateString(s->tests[i]));
+	}
+	return put_wiring(s->run_dir, rec);
 }

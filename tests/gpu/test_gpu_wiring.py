@@ -15,7 +15,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from kb_wiring_run import PROLOGUE, make_repo, make_run_dir, wire  # noqa: E402
+from kb_wiring_run import PROLOGUE, make_repo, make_run_dir, timed_run, wire  # noqa: E402
 
 torch = pytest.importorskip("torch")
 
@@ -73,3 +73,35 @@ def test_wiring_check_cuda(run_dir):
     assert p.returncode == 0, p.stdout + p.stderr
     w = json.loads((run_dir["run"] / "evidence.json").read_text())["wiring"]
     assert w["verdict"] == "wired" and w["implementation"] == "custom_op"
+
+
+GATED = PROLOGUE + """
+m = model.Block(256, 512).cuda()
+c = torch.compile(m, fullgraph=True, dynamic=False)
+out = {}
+for batch in (8, 100):   # 133632 elements with the parameters: timed fast; 157184: above the range
+    calls = ops.CALLS
+    x = torch.randn(batch, 256, device="cuda")
+    y = c(x)
+    ops.ENABLED = False
+    want = m(x)
+    ops.ENABLED = True
+    out[str(batch)] = {"calls": ops.CALLS - calls, "err": (y - want).abs().max().item()}
+print(json.dumps(out))
+"""
+
+
+def test_compile_fullgraph_with_the_speed_gate(run_dir, tmp_path):
+    """The speed gate inside torch.compile(fullgraph=True): the kernel traced where it was
+    timed fast, the original code where it was not, no graph break either way."""
+    env = timed_run(run_dir, tmp_path, {"half": 0.5, "own": 1.5, "odd": 1.2, "double": 0.8})
+    r = make_repo(env["dir"], "repo-gated")
+    p = wire(env, r, "--module", "model.py:Block", "--min-speedup", "1", "--write")
+    assert p.returncode == 0, p.stdout + p.stderr
+    shutil.copytree(str(env["run"]), str(r / "kernelbot" / "kb_linear_gelu"))
+    c = subprocess.run([sys.executable, "-c", GATED], cwd=str(r), capture_output=True, text=True,
+                       timeout=900)
+    assert c.returncode == 0, c.stderr[-4000:]
+    got = json.loads(c.stdout.strip().splitlines()[-1])
+    assert got["8"]["calls"] >= 1 and got["100"]["calls"] == 0, got
+    assert got["8"]["err"] < 1e-4 and got["100"]["err"] < 1e-4, got

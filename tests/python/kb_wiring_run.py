@@ -104,5 +104,21 @@ def make_repo(base, name):
 
 
 def wire(env, r, *args):
-    return subprocess.run([BIN, "wire", str(env["run"]), "--repo", str(r)] + list(args),
+    """`kernelbot wire` of env's run folder on r. The run's evidence is not timed
+    (--no-timing): without a --min-speedup of the caller's the speed gate is off."""
+    gate = [] if any(a.startswith("--min-speedup") for a in args) else ["--min-speedup", "0"]
+    return subprocess.run([BIN, "wire", str(env["run"]), "--repo", str(r)] + gate + list(args),
                           capture_output=True, text=True, timeout=600)
+
+
+def timed_run(run_dir, tmp_path, speedups):
+    """A copy of the run's folder whose evidence timed each config at speedups[name's kind]."""
+    env = dict(run_dir, run=tmp_path / "run")
+    shutil.copytree(str(run_dir["run"]), str(env["run"]))
+    path = env["run"] / "evidence.json"
+    ev = json.loads(path.read_text())
+    for c in ev["configs"]:
+        c["timing"] = {"speedup_eager": speedups[c["name"].split("(")[0]], "kernel_ms": 0.1,
+                       "eager_ms": 0.1 * speedups[c["name"].split("(")[0]]}
+    path.write_text(json.dumps(ev))
+    return env

@@ -204,7 +204,7 @@ class World:
         self.daemons = []
 
     def config(self, name="bot.ini", poll=1, webhook=False, token=True, slow=False,
-               budget=600, max_jobs=1, points=2, build_jobs=0):
+               budget=600, max_jobs=1, points=2, build_jobs=0, wire_min_speedup=0):
         path = str(self.tmp / name)
         with open(path, "w") as f:
             f.write("[core]\nstate_dir = %s\nlog_level = debug\n" % self.state)
@@ -225,7 +225,8 @@ class World:
             f.write("[bot]\nforge = github\nrepositories = %s\npoll_interval_s = %d\n"
                     "progress_interval_s = 0\nmin_speedup = 0\ngit_url = %s\n"
                     "author_email = %s\ntime_budget_s = %d\nmax_jobs = %d\n"
-                    % (REPO, poll, self.git_url, BOT_EMAIL, budget, max_jobs))
+                    "wire_min_speedup = %g\n"
+                    % (REPO, poll, self.git_url, BOT_EMAIL, budget, max_jobs, wire_min_speedup))
             if webhook:
                 f.write("webhook_listen = 127.0.0.1:0\n")
         return path

@@ -122,3 +122,27 @@ def test_example_pull_request(tmp_path, name, section, path, module, ctor, shape
         assert got["calls"] > 0 and got["shape"] == list(shape), got
     finally:
         w.close()
+
+
+@E.needs_gitserver
+def test_slower_kernel_is_not_wired(tmp_path):
+    """[bot] wire_min_speedup above every timed config's speedup: the pull request carries
+    the kernel and its evidence, the module on the branch is the repository's own, and the
+    body says why, with the figures."""
+    name, section, path, module, ctor, shape = EXAMPLES[0]
+    w = E.World(tmp_path, files=dict(repo_files(name), **{"ops/kb_relu.py": "# no operator\n"}))
+    try:
+        p = w.daemon(w.config(wire_min_speedup=1000), "--until-idle")
+        assert p.wait(900) == 0, w.log()
+        prs = w.bot_prs()
+        assert len(prs) == 1, (prs, w.log())
+        branch = prs[0]["pr"]["head"]["ref"]
+        head = E.git("--git-dir", w.bare, "show", "feature:%s" % path)
+        assert E.git("--git-dir", w.bare, "show", "%s:%s" % (branch, path)) == head
+        body = prs[0]["body"]
+        assert "### Not wired into the model\n\n`%s`: `%s` is left unchanged: it measured below " \
+               "1000.00x the module's own code on every timed config" % (path, ctor.split("(")[0]) \
+               in body, body
+        assert "### Wired into the model" not in body
+    finally:
+        w.close()

@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from kb_wiring_run import BIN, MODEL, PROLOGUE, make_repo, make_run_dir, wire
+from kb_wiring_run import BIN, MODEL, PROLOGUE, make_repo, make_run_dir, timed_run, wire
 
 pytestmark = pytest.mark.skipif(not os.path.exists(BIN), reason="kernelbot binary not built")
 
@@ -132,3 +132,77 @@ def test_varargs_refused(run_dir):
     assert p.returncode == 1
     assert "Splat.forward takes '*xs'" in p.stderr
     assert MODEL == (r / "model.py").read_text()
+
+
+
+GATE = PROLOGUE + '''
+out = {"faster": {k: [list(r) for r in v] for k, v in ops.FASTER.items()}, "min": ops.MIN_SPEEDUP}
+def calls(m, batch):
+    before = ops.CALLS
+    m(torch.randn(batch, m.linear.in_features))
+    return ops.CALLS - before
+out["own"] = calls(model.Block(256, 512), 8)        # 133632 elements with the parameters: timed fast
+out["bigger"] = calls(model.Block(256, 512), 100)   # 157184: above the fast range
+out["half"] = calls(model.Block(128, 256), 4)       # 33536: timed slow
+ops.SPEED_GATE = False
+out["ungated"] = calls(model.Block(256, 512), 100)
+print(json.dumps(out))
+'''
+
+
+def test_speed_gate_calls_the_kernel_only_where_it_was_faster(run_dir, tmp_path):
+    """Slower than the module's own code on the smallest and the largest timed configs,
+    faster between: the module calls the kernel only on sizes within the fast configs."""
+    env = timed_run(run_dir, tmp_path, {"half": 0.5, "own": 1.5, "odd": 1.2, "double": 0.8})
+    r = make_repo(env["dir"], "repo-gate")
+    p = wire(env, r, "--module", "model.py:Block", "--min-speedup", "1", "--write")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ops_py = (env["run"] / "ops.py").read_text()
+    assert 'MIN_SPEEDUP = 1\n' in ops_py and '"float32": ((133632, 147403),),' in ops_py, ops_py
+    shutil.copytree(str(env["run"]), str(r / "kernelbot" / "kb_linear_gelu"))
+    c = subprocess.run([sys.executable, "-c", GATE], cwd=str(r), capture_output=True, text=True,
+                       timeout=300)
+    assert c.returncode == 0, c.stderr
+    got = json.loads(c.stdout.strip().splitlines()[-1])
+    assert got["faster"] == {"float32": [[133632, 147403]]} and got["min"] == 1
+    assert (got["own"], got["bigger"], got["half"], got["ungated"]) == (1, 0, 0, 1), got
+    # the sandboxed check proves the kernel with the gate off and says where it is used
+    p = wire(env, make_repo(env["dir"], "repo-gate-check"), "-c", env["config"], "--module",
+             "model.py:Block", "--min-speedup", "1", "--init", '{"args": [256, 512]}', "--check")
+    assert p.returncode == 0, p.stdout + p.stderr
+    w = json.loads((env["run"] / "evidence.json").read_text())["wiring"]
+    assert w["speed_gate"] == {"min_speedup": 1, "faster": {"float32": [[133632, 147403]]}}, w
+    assert w["configs"] and all(c["ok"] and c["used"] for c in w["configs"]), w["configs"]
+    assert "speed gate: the kernel runs where it measured >= 1.00x the module's own code: float32 " \
+           "of 133632 to 147403 elements" in p.stdout, p.stdout
+
+
+def test_speed_gate_open_ranges(run_dir, tmp_path):
+    """Fast at the smallest and the largest timed sizes: ranges open below and above."""
+    env = timed_run(run_dir, tmp_path, {"half": 2.0, "own": 2.0, "odd": 0.5, "double": 3.0})
+    r = make_repo(env["dir"], "repo-open")
+    p = wire(env, r, "--module", "model.py:Block", "--min-speedup", "1.5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ops_py = (env["run"] / "ops.py").read_text()
+    assert '"float32": ((0, 133632), (533504, None)),' in ops_py, ops_py
+
+
+def test_speed_gate_slower_everywhere_is_not_wired(run_dir, tmp_path):
+    """Slower than the module's own code on every timed config: no patch, the figures named;
+    the sandboxed check's proof is not even started."""
+    env = timed_run(run_dir, tmp_path, {"half": 0.5, "own": 0.9, "odd": 0.7, "double": 0.16})
+    r = make_repo(env["dir"], "repo-slow")
+    p = wire(env, r, "-c", env["config"], "--module", "model.py:Block", "--min-speedup", "1",
+             "--write", "--check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "measured below 1.00x the module's own code on every timed config (best 0.90x at " \
+           "'own(batch_size=8,in_features=256,out_features=512)')" in p.stderr, p.stderr
+    assert MODEL == (r / "model.py").read_text()
+    w = json.loads((env["run"] / "evidence.json").read_text())["wiring"]
+    assert w["verdict"] == "not_wired" and w["class"] == "Block", w
+    assert "measured below 1.00x" in w["reasons"][0]["message"]
+    # an evidence with no timing at all says so
+    p = wire(run_dir, r, "--module", "model.py:Block", "--min-speedup", "1")
+    assert p.returncode == 1 and "no config of the evidence was timed" in p.stderr, p.stderr
+    p = wire(run_dir, r, "--module", "model.py:Block", "--min-speedup", "fast")
+    assert p.returncode == 2 and "--min-speedup takes a ratio" in p.stderr, p.stderr

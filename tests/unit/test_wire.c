@@ -1,5 +1,6 @@
 #include "core/common.h"
 #include "core/strbuf.h"
+#include "core/util.h"
 #include "report/torch_op.h"
 #include "report/wire.h"
 #include "verifier/wiring.h"
@@ -159,12 +160,125 @@ static void test_markdown(void **state)
 	strbuf_release(&md);
 }
 
+/* kb_torch_op_speed_gate on n timed configs of one input: numels and speedups. */
+static int gate_of(struct kb_torch_op *op, const int *numel, const double *speedup, size_t n,
+		   double min, struct strbuf *why)
+{
+	cJSON *ev = cJSON_CreateObject(), *configs = cJSON_AddArrayToObject(ev, "configs");
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		cJSON *c = cJSON_CreateObject(), *in = cJSON_CreateObject(), *shape = cJSON_CreateArray();
+		char name[16];
+
+		xsnprintf(name, sizeof(name), "c%zu", i);
+		cJSON_AddStringToObject(c, "name", name);
+		cJSON_AddStringToObject(in, "name", "input0");
+		cJSON_AddStringToObject(in, "dtype", "float32");
+		cJSON_AddItemToArray(shape, cJSON_CreateNumber(numel[i]));
+		cJSON_AddItemToObject(in, "shape", shape);
+		cJSON_AddItemToArray(cJSON_AddArrayToObject(c, "inputs"), in);
+		if (speedup[i] > 0)
+			cJSON_AddNumberToObject(cJSON_AddObjectToObject(c, "timing"), "speedup_eager", speedup[i]);
+		cJSON_AddItemToArray(configs, c);
+	}
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(ev, "operator"), "n_outputs", 1);
+	kb_torch_op_init(op);
+	assert_int_equal(kb_torch_op_from_evidence(op, ev, "gate", why), 0);
+	rc = kb_torch_op_speed_gate(op, ev, min, why);
+	cJSON_Delete(ev);
+	return rc;
+}
+
+static void test_speed_gate(void **state)
+{
+	/* unsorted; 300 twice (one slow: that size is not fast); 50 untimed (left out) */
+	const int numel[] = { 400, 100, 300, 200, 300, 50, 500 };
+	const double fast[] = { 1.5, 2.0, 1.1, 1.2, 0.9, 0, 1.0 };
+	const double slow[] = { 0.5, 0.2, 0.3, 0.9, 0.4, 0, 0.1 };
+	struct kb_torch_op op;
+	struct strbuf why = STRBUF_INIT, py = STRBUF_INIT;
+	cJSON *j;
+	char *text;
+
+	(void)state;
+	assert_int_equal(gate_of(&op, numel, fast, ARRAY_SIZE(numel), 1.0, &why), 0);
+	assert_int_equal(op.nr_speed, 1);
+	assert_string_equal(op.speed[0].dtype, "float32");
+	/* 100, 200 fast from the smallest: open below; 300 slow; 400, 500 fast to the largest: open above */
+	assert_int_equal(op.speed[0].nr_ranges, 2);
+	assert_true(op.speed[0].ranges[0].lo == 0 && op.speed[0].ranges[0].hi == 200);
+	assert_true(op.speed[0].ranges[1].lo == 400 && op.speed[0].ranges[1].hi == -1);
+	kb_torch_op_render(&py, &op);
+	assert_non_null(strstr(py.buf, "MIN_SPEEDUP = 1\nFASTER = {\n    \"float32\": ((0, 200), (400, None)),\n}\n"));
+	j = kb_torch_op_speed_json(&op);
+	text = cJSON_PrintUnformatted(j);
+	assert_string_equal(text, "{\"min_speedup\":1,\"faster\":{\"float32\":[[0,200],[400,null]]}}");
+	free(text);
+	cJSON_Delete(j);
+	kb_torch_op_release(&op);
+
+	/* slower everywhere: refused with the best figure named */
+	assert_int_equal(gate_of(&op, numel, slow, ARRAY_SIZE(numel), 1.0, &why), KB_ENOTSUPPORTED);
+	assert_non_null(strstr(why.buf, "below 1.00x the module's own code on every timed config (best 0.90x at 'c3')"));
+	kb_torch_op_release(&op);
+	/* no gate: nothing asked of the evidence */
+	strbuf_reset(&why);
+	assert_int_equal(gate_of(&op, numel, slow, ARRAY_SIZE(numel), 0, &why), 0);
+	assert_null(kb_torch_op_speed_json(&op));
+	strbuf_reset(&py);
+	kb_torch_op_render(&py, &op);
+	assert_non_null(strstr(py.buf, "MIN_SPEEDUP = 0\nFASTER = None\n"));
+	kb_torch_op_release(&op);
+	/* nothing timed */
+	assert_int_equal(gate_of(&op, numel, (const double[]){ 0, 0, 0, 0, 0, 0, 0 }, ARRAY_SIZE(numel), 1.0, &why),
+			 KB_ENOTSUPPORTED);
+	assert_non_null(strstr(why.buf, "no config of the evidence was timed"));
+	kb_torch_op_release(&op);
+	strbuf_release(&why);
+	strbuf_release(&py);
+}
+
+static void test_markdown_speed_gate(void **state)
+{
+	const char *rec =
+		"{\"verdict\": \"wired\", \"implementation\": \"library\", \"module\": \"m.py\","
+		" \"class\": \"Block\", \"import_line\": 5, \"guard_line\": 15, \"call\": \"x\","
+		" \"op_dir\": \"kernelbot/lg\", \"build\": \"\","
+		" \"speed_gate\": {\"min_speedup\": 1, \"faster\": {\"float32\": [[0, 200], [400, null]]}},"
+		" \"configs\": [{\"config\": \"a\", \"seed\": 0, \"kernel_calls\": 1, \"ok\": true, \"used\": true},"
+		"   {\"config\": \"b\", \"seed\": 0, \"kernel_calls\": 1, \"ok\": true, \"used\": false}],"
+		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true}}";
+	cJSON *w = cJSON_Parse(rec);
+	struct strbuf md = STRBUF_INIT;
+
+	(void)state;
+	kb_wire_markdown(&md, w);
+	assert_non_null(strstr(md.buf, "**Speed gate**: the module calls the kernel only where the evidence timed it "
+				  "at 1.00x its own code or faster: `float32` arguments of up to 200 elements or "
+				  "of 400 elements or more"));
+	assert_non_null(strstr(md.buf, "The kernel is used on 1 of the 2 config and seed runs below."));
+	assert_non_null(strstr(md.buf, "| no: slower here |"));
+	cJSON_Delete(w);
+	strbuf_reset(&md);
+	w = cJSON_Parse("{\"verdict\": \"not_wired\", \"module\": \"m.py\", \"class\": \"B\","
+			" \"reasons\": [{\"message\": \"it measured below 1.00x <b>\"}]}");
+	kb_wire_markdown(&md, w);
+	assert_non_null(strstr(md.buf, "### Not wired into the model\n\n`m.py`: `B` is left unchanged: it "
+				  "measured below 1.00x"));
+	assert_null(strstr(md.buf, "<b>"));
+	cJSON_Delete(w);
+	strbuf_release(&md);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ops_py),
 		cmocka_unit_test(test_sanitize),
 		cmocka_unit_test(test_markdown),
+		cmocka_unit_test(test_speed_gate),
+		cmocka_unit_test(test_markdown_speed_gate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

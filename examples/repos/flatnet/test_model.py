@@ -1,11 +1,15 @@
+import pytest
 import torch
 
 from model import Net, SiluGate
 from train import train
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
-def test_gate_formula():
-    x = torch.randn(128, 256)
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gate_formula(device):
+    x = torch.randn(128, 256, device=device)
     torch.testing.assert_close(SiluGate()(x), x * torch.sigmoid(x) * 0.5 + 0.1)
 
 

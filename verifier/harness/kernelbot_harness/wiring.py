@@ -94,8 +94,10 @@ def _leaf(torch, a):
 
 
 def _run(torch, ops, model, inputs, enabled, upstream):
-    """Outputs, the gradients of the floating arguments and of the parameters, and the kernel calls."""
+    """Outputs, the gradients of the floating arguments and of the parameters, and the kernel calls.
+    The speed gate is off: the kernel is proven on every verified shape, fast there or not."""
     ops.ENABLED = enabled
+    ops.SPEED_GATE = False
     args = [_leaf(torch, a) for a in inputs[0]]
     kwargs = {k: _leaf(torch, a) for k, a in inputs[1].items()}
     calls = ops.CALLS
@@ -110,8 +112,16 @@ def _run(torch, ops, model, inputs, enabled, upstream):
     named = [("input%d" % i, a) for i, a in enumerate(args)] + [("kw:" + k, a) for k, a in kwargs.items()]
     grads = [(n, a.grad) for n, a in named if torch.is_tensor(a) and a.grad is not None]
     grads += [("param:" + n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
-    ops.ENABLED = True
+    ops.ENABLED, ops.SPEED_GATE = True, True
     return [o.detach() for o in outs], grads, calls, upstream
+
+
+def _used(torch, ops, model, inputs):
+    """Does the module call the kernel here with its speed gate on (a forward alone)?"""
+    calls = ops.CALLS
+    with torch.no_grad():
+        model(*inputs[0], **inputs[1])
+    return ops.CALLS > calls
 
 
 def _worst(pairs, tolerances):
@@ -144,7 +154,8 @@ def _config(torch, ops, cls, req, ci, cfg, seed):
     inputs = _inputs(torch, cfg["inputs"], device)
     want, want_g, _, upstream = _run(torch, ops, model, inputs, False, None)
     got, got_g, calls, _ = _run(torch, ops, twin, inputs, True, upstream)
-    rec = {"config": cfg.get("name", str(ci)), "seed": seed, "kernel_calls": calls}
+    rec = {"config": cfg.get("name", str(ci)), "seed": seed, "kernel_calls": calls,
+           "used": _used(torch, ops, twin, inputs)}
     if len(got) != len(want) or any(c.shape != r.shape for c, r in zip(got, want)):
         rec.update(ok=False, outputs_max_abs=None, grads_max_abs=None, gradients=0)
         return rec

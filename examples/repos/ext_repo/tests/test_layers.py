@@ -1,10 +1,14 @@
+import pytest
 import torch
 
 from extpkg.layers import ScaledTanh
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
-def test_soft_clip_formula():
-    x = torch.randn(64, 512)
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_soft_clip_formula(device):
+    x = torch.randn(64, 512, device=device)
     torch.testing.assert_close(ScaledTanh()(x), torch.tanh(x * 0.75) * 1.5)
 
 

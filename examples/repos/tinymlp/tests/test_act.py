@@ -1,11 +1,15 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
 from tinymlp import GeluTanh, TinyMLP
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
-def test_act_matches_formula():
-    x = torch.randn(64, 256)
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_act_matches_formula(device):
+    x = torch.randn(64, 256, device=device)
     torch.testing.assert_close(GeluTanh(0.5)(x), torch.tanh(F.gelu(x * 0.5)))
 
 
