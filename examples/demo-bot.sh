@@ -175,7 +175,7 @@ for md in "$work/state/local-forge/$repo/pulls/"*.md; do
 	sed -n '1p' "$md" | sed 's/^/   /'
 	echo "   branch: $(grep -m1 '^| head |' "$md" | sed 's/^| head | //; s/ |$//')"
 	# wired into the module, or why not (a kernel slower than the module's own code is not)
-	grep -m1 -oE "^### Wired into the model|The kernel is not wired into .*" "$md" | cut -c1-400 | sed 's/^/   /'
+	grep -A2 -E "^### (Not wired|Wired) into the model" "$md" | grep -v '^$' | head -n 2 | cut -c1-300 | sed 's/^/   /'
 done
 if [ $found -eq 0 ]; then
 	echo "demo-bot: the bot opened no pull request (see $work/daemon.log and $labelled)" >&2

@@ -91,6 +91,9 @@ static bool configs(const cJSON *raw, cJSON *out)
 		error_figure(c, "grads_max_abs", o);
 		count(c, "gradients", o);
 		flag(c, "used", o); /* the speed gate's say on this shape, for the table */
+		/* the module's state and its eval-mode forward agree too: the kernel stands in for both */
+		ok = flag(c, "buffers_ok", o) && ok;
+		ok = flag(c, "eval_ok", o) && ok;
 		ok = flag(c, "ok", o) && called && ok;
 		cJSON_AddItemToArray(arr, o);
 	}

@@ -48,6 +48,14 @@ static void where(struct strbuf *sb, const cJSON *w)
 	strbuf_addstr(sb, "/ops.py. ");
 	kb_md_escape_n(sb, str(w, "build"), 1000);
 	strbuf_addstr(sb, "\n\n");
+	if (*str(w, "build_add")) {
+		/* a build file the bot left alone: the lines its maintainer adds, as they are */
+		const char *add = str(w, "build_add");
+
+		kb_md_fence(sb, strstr(str(w, "build_add_file"), ".toml") ? "toml" : "python", add,
+			    strnlen(add, 2000));
+		strbuf_addstr(sb, "\n");
+	}
 }
 
 static void range_text(struct strbuf *sb, const cJSON *r)
@@ -169,7 +177,8 @@ void kb_wire_markdown(struct strbuf *sb, const cJSON *w)
 		agree += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok"));
 	}
 	strbuf_addstr(sb, "**Wiring check** (in the sandbox: the module's own forward and backward with "
-		      "and without the kernel on the verified shapes; the operator registered as ");
+		      "and without the kernel on the verified shapes, its buffers after them and its "
+		      "eval-mode forward; the operator registered as ");
 	kb_md_code_n(sb, *str(w, "implementation") ? str(w, "implementation") : "?", 40, false);
 	strbuf_addf(sb, "): **%s**: %d of %d config and seed runs agree in outputs and gradients",
 		    !strcmp(verdict, "wired") ? "wired" : !strcmp(verdict, "mismatch") ? "MISMATCH" : "error",

@@ -36,6 +36,22 @@ class Relu(Block):
 class Splat(Block):
     def forward(self, *xs):
         return F.gelu(self.linear(xs[0]))
+
+
+class Moody(Block):
+    def forward(self, x):
+        y = F.gelu(self.linear(x))
+        return y if self.training else y * 0.5
+
+
+class Counting(Block):
+    def __init__(self, in_features, out_features):
+        super().__init__(in_features, out_features)
+        self.register_buffer("seen", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.seen += 1
+        return F.gelu(self.linear(x))
 '''
 
 TESTS = '''import torch

@@ -126,6 +126,20 @@ def test_wiring_check_catches_another_computation(run_dir):
     assert "MISMATCH" in p.stdout
 
 
+@pytest.mark.parametrize("cls,why", [
+    ("Moody", "in eval mode (model.eval()) the module's output differs with the kernel"),
+    ("Counting", "the module's buffers (running statistics, counters) end up different"),
+])
+def test_wiring_check_catches_mode_and_state(run_dir, cls, why):
+    """The same computation in training mode, but another in eval mode, or a forward that
+    updates a buffer the kernel's early return skips: not wired, the cause named."""
+    r = make_repo(run_dir["dir"], "repo-" + cls.lower())
+    p = wire(run_dir, r, "-c", run_dir["config"], "--module", "model.py:" + cls, "--init",
+             '{"args": [256, 512]}', "--check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "check: mismatch" in p.stdout and why in p.stdout, p.stdout
+
+
 def test_varargs_refused(run_dir):
     r = make_repo(run_dir["dir"], "repo-splat")
     p = wire(run_dir, r, "--module", "model.py:Splat")

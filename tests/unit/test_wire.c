@@ -88,8 +88,9 @@ static void test_sanitize(void **state)
 		"{\"verdict\": \"wired\", \"implementation\": \"custom_op\\\"; rm\", \"extra\": \"x\","
 		" \"configs\": [{\"config\": \"own ghp_0123456789abcdef0123456789abcdef0123\", \"seed\": 0,"
 		"   \"kernel_calls\": 1, \"outputs_max_abs\": 1e-7, \"grads_max_abs\": -1, \"gradients\": 2.5,"
-		"   \"ok\": true, \"note\": \"dropped\"},"
-		"  {\"config\": \"half\", \"seed\": 1, \"kernel_calls\": 0, \"ok\": true}],"
+		"   \"buffers_ok\": true, \"eval_ok\": true, \"ok\": true, \"note\": \"dropped\"},"
+		"  {\"config\": \"half\", \"seed\": 1, \"kernel_calls\": 0, \"buffers_ok\": true, \"eval_ok\": true,"
+		"   \"ok\": true}],"
 		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true},"
 		" \"tests\": {\"ran\": true, \"passed\": 3, \"failed\": 1e30, \"skipped\": \"2\"}}";
 	cJSON *raw = cJSON_Parse(hostile), *w = kb_wiring_sanitize(raw), *c0, *t;
@@ -117,6 +118,17 @@ static void test_sanitize(void **state)
 	w = kb_wiring_sanitize(raw);
 	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "wired");
 	cJSON_Delete(w);
+	/* an eval-mode forward or buffers that differ: no proof, whatever "ok" says */
+	for (int k = 0; k < 2; k++) {
+		cJSON *c1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(raw, "configs"), 1);
+		const char *key = k ? "buffers_ok" : "eval_ok";
+
+		cJSON_ReplaceItemInObjectCaseSensitive(c1, key, cJSON_CreateFalse());
+		w = kb_wiring_sanitize(raw);
+		assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "mismatch");
+		cJSON_Delete(w);
+		cJSON_ReplaceItemInObjectCaseSensitive(c1, key, cJSON_CreateTrue());
+	}
 	/* a fallback that called the kernel is no fallback */
 	cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(raw, "fallback"), "kernel_calls",
 					       cJSON_CreateNumber(1));

@@ -143,6 +143,38 @@ def _fits(model, cfg):
                for n, shape in (cfg.get("tensors") or {}).items())
 
 
+def _buffers(model):
+    return {n: b.detach().clone() for n, b in model.named_buffers()}
+
+
+def _same_buffers(torch, got, want, tolerances):
+    """A forward that updates the module's state (running statistics, counters) must update
+    it alike with the kernel: the kernel computes outputs only."""
+    if sorted(got) != sorted(want):
+        return False
+    floats = [(got[n], want[n]) for n in want if want[n].is_floating_point()]
+    exact = all(torch.equal(got[n], want[n]) for n in want if not want[n].is_floating_point())
+    return exact and _worst(floats, tolerances)[1]
+
+
+def _eval_mode(torch, ops, model, twin, inputs, tolerances):
+    """The module in eval mode (model.eval(): dropout off, running statistics used) with and
+    without the kernel: a forward whose result depends on self.training computes something
+    else there, which the kernel, verified on the training-mode forward, does not."""
+    model.eval()
+    twin.eval()
+    try:
+        with torch.no_grad():
+            want, _, _, _ = _run(torch, ops, model, inputs, False, [])
+            got, _, _, _ = _run(torch, ops, twin, inputs, True, [])
+    finally:
+        model.train()
+        twin.train()
+    if len(got) != len(want) or any(c.shape != r.shape for c, r in zip(got, want)):
+        return False
+    return _worst(zip(got, want), tolerances)[1]
+
+
 def _config(torch, ops, cls, req, ci, cfg, seed):
     init = req.get("init") or {}
     device = "cuda" if req.get("backend") == "cuda" else "cpu"
@@ -155,7 +187,9 @@ def _config(torch, ops, cls, req, ci, cfg, seed):
     want, want_g, _, upstream = _run(torch, ops, model, inputs, False, None)
     got, got_g, calls, _ = _run(torch, ops, twin, inputs, True, upstream)
     rec = {"config": cfg.get("name", str(ci)), "seed": seed, "kernel_calls": calls,
-           "used": _used(torch, ops, twin, inputs)}
+           "buffers_ok": _same_buffers(torch, _buffers(twin), _buffers(model), req["tolerances"]),
+           "eval_ok": _eval_mode(torch, ops, model, twin, inputs, req["tolerances"])}
+    rec["used"] = _used(torch, ops, twin, inputs)
     if len(got) != len(want) or any(c.shape != r.shape for c, r in zip(got, want)):
         rec.update(ok=False, outputs_max_abs=None, grads_max_abs=None, gradients=0)
         return rec
@@ -165,8 +199,24 @@ def _config(torch, ops, cls, req, ci, cfg, seed):
     rec["grads_max_abs"], grad_ok = _worst([(g, names[n]) for n, g in got_g if n in names],
                                            req["tolerances"])
     rec["gradients"] = len(want_g)
-    rec["ok"] = bool(calls > 0 and out_ok and grad_ok and same)
+    rec["ok"] = bool(calls > 0 and out_ok and grad_ok and same and rec["buffers_ok"] and rec["eval_ok"])
     return rec
+
+
+def _why(rec):
+    """The first failing config's cause, in words."""
+    if rec.get("kernel_calls", 0) <= 0:
+        return "config '%s': the patched forward did not call the kernel" % rec["config"]
+    if not rec.get("buffers_ok", True):
+        return ("config '%s': the module's buffers (running statistics, counters) end up "
+                "different with the kernel: its forward updates state the kernel does not"
+                % rec["config"])
+    if not rec.get("eval_ok", True):
+        return ("config '%s': in eval mode (model.eval()) the module's output differs with the "
+                "kernel: its forward depends on self.training (dropout, batch statistics), and "
+                "the kernel was verified on the training-mode forward" % rec["config"])
+    return ("config '%s': outputs or gradients differ with the kernel beyond the tolerances"
+            % rec["config"])
 
 
 def _fallback(torch, ops, cls, req, cfg):
@@ -234,4 +284,7 @@ def check(req):
         body["tests"] = _pytest(req, root)
     ok = all(c["ok"] for c in body["configs"]) and body["fallback"]["ok"]
     body["verdict"] = "wired" if ok else "mismatch"
+    bad = [c for c in body["configs"] if not c["ok"]]
+    if bad:
+        body["reasons"] = [{"check": "wiring", "message": _why(bad[0])}]
     return body
