@@ -1099,8 +1099,13 @@ static int run_fresh(struct kb_verifier *vf, const struct kb_eval_opts *o, struc
 	harness = vf->harness;
 	harness.timeout_ms = timeout_ms;
 	rc = kb_harness_call(&harness, req, &c->ev, NULL);
-	if (!rc)
+	if (!rc) {
 		harness_answered(vf, c);
+		/* a job's evidence says which devices it had to itself */
+		c->placement = kb_harness_fresh_placement(kb_backend_name(c->backend),
+							  getenv("CUDA_VISIBLE_DEVICES"),
+							  getenv(KB_DEVICE_LEASE_ENV));
+	}
 	cJSON_Delete(req);
 	return rc;
 }
@@ -1237,6 +1242,7 @@ static void pool_done(size_t j, cJSON *evidence, cJSON *placement, void *payload
 
 	c->ev = evidence;
 	c->placement = placement;
+	kb_harness_placement_lease(placement, getenv(KB_DEVICE_LEASE_ENV));
 	harness_answered(b->vf, c);
 	report(b, b->which[j]);
 }

@@ -285,3 +285,60 @@ int kb_harness_pool_run(struct kb_harness_pool *p, const struct kb_pool_job *job
 	free(sent);
 	return rc;
 }
+
+/* {"devices": [...], "exclusive": true} of a lease; NULL when there is none. */
+static cJSON *lease_json(const char *lease)
+{
+	struct strvec ids = STRVEC_INIT;
+	struct strbuf why = STRBUF_INIT;
+	cJSON *l = NULL, *arr;
+
+	if (!lease || !*lease)
+		goto out;
+	if (kb_config_devices(lease, &ids, &why)) {
+		log_warn("%s: %s; the evidence names no lease", KB_DEVICE_LEASE_ENV, why.buf);
+		goto out;
+	}
+	l = cJSON_CreateObject();
+	arr = cJSON_AddArrayToObject(l, "devices");
+	for (size_t i = 0; i < ids.nr; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(ids.v[i]));
+	/* the daemon leased them to this job alone (jobs/devices.h) */
+	cJSON_AddBoolToObject(l, "exclusive", true);
+out:
+	strvec_clear(&ids);
+	strbuf_release(&why);
+	return l;
+}
+
+void kb_harness_placement_lease(cJSON *placement, const char *lease)
+{
+	cJSON *l = lease_json(lease);
+
+	if (l)
+		cJSON_AddItemToObject(placement, "lease", l);
+}
+
+cJSON *kb_harness_fresh_placement(const char *backend, const char *visible, const char *lease)
+{
+	struct strvec ids = STRVEC_INIT;
+	struct strbuf why = STRBUF_INIT;
+	cJSON *l = lease_json(lease), *pl;
+	const char *device = "default";
+
+	if (!l)
+		return NULL;
+	if (!strcmp(backend, "cpu"))
+		device = "cpu";
+	else if (visible && *visible && !kb_config_devices(visible, &ids, &why))
+		device = ids.v[0]; /* CUDA's device 0, the one a harness uses */
+	pl = cJSON_CreateObject();
+	cJSON_AddStringToObject(pl, "device", device);
+	cJSON_AddBoolToObject(pl, "fresh", true);
+	/* fresh evaluations run one at a time, outside every pool run */
+	cJSON_AddItemToObject(pl, "shared_with", cJSON_CreateArray());
+	cJSON_AddItemToObject(pl, "lease", l);
+	strvec_clear(&ids);
+	strbuf_release(&why);
+	return pl;
+}

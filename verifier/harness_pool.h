@@ -94,4 +94,22 @@ struct kb_pool_ops {
 int kb_harness_pool_run(struct kb_harness_pool *p, const struct kb_pool_job *jobs, size_t n,
 			const struct kb_pool_ops *ops);
 
+/*
+ * A job's device lease in its placement: lease is KB_DEVICE_LEASE_ENV's
+ * value (core/config.h; NULL or "": none, nothing added). Adds
+ *   "lease": {"devices": ["0", "1"], "exclusive": true}
+ * the devices the daemon leased to the job this process runs for, which no
+ * other job of that daemon used meanwhile (verifier/PROTOCOL.md).
+ */
+void kb_harness_placement_lease(cJSON *placement, const char *lease);
+
+/*
+ * The placement of an evaluation in a fresh harness process of a job with
+ * a lease (NULL without one): {"device": the first id of visible (CUDA's
+ * device 0; "cpu" for backend cpu), "fresh": true, "shared_with": [],
+ * "lease": {...}}. Fresh evaluations run one at a time, never during a
+ * pool run: nothing else of this process evaluated meanwhile.
+ */
+cJSON *kb_harness_fresh_placement(const char *backend, const char *visible, const char *lease);
+
 #endif

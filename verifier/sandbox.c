@@ -13,7 +13,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -298,15 +297,46 @@ static void add_program_prefix(struct strvec *a, const char *resolved)
 	free(real);
 }
 
-static void add_gpu(struct strvec *a)
+/* The value cp's program will see of name: cp->env's last word on it, else ours. */
+static const char *child_env(const struct child_process *cp, const char *name)
 {
-	glob_t g;
+	size_t n = strlen(name);
 
-	if (!glob("/dev/nvidia*", 0, NULL, &g)) {
-		for (size_t i = 0; i < g.gl_pathc; i++)
-			strvec_pushl(a, "--dev-bind", g.gl_pathv[i], g.gl_pathv[i], NULL);
-		globfree(&g);
+	for (size_t i = cp->env.nr; i-- > 0;) {
+		const char *e = cp->env.v[i];
+
+		if (!strncmp(e, name, n) && (e[n] == '=' || !e[n]))
+			return e[n] ? e + n + 1 : NULL;
 	}
+	return getenv(name);
+}
+
+/*
+ * The /dev/nvidia* nodes of the GPUs cp may use (kb_sandbox_gpu_nodes).
+ * Numbered by PCI bus id inside, as mapped; every node when that cannot be
+ * done, said once per process.
+ */
+static void gpu_nodes(struct child_process *cp, struct strvec *nodes)
+{
+	static bool said;
+	struct strbuf why = STRBUF_INIT;
+	const char *order = child_env(cp, "CUDA_DEVICE_ORDER");
+
+	if (!kb_sandbox_gpu_nodes("/dev", "/proc", child_env(cp, "CUDA_VISIBLE_DEVICES"), order, nodes,
+				  &why)) {
+		if (!order)
+			strvec_push(&cp->env, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+	} else if (why.len && !said) {
+		said = true;
+		log_info("the sandbox binds every /dev/nvidia*, not only its GPUs': %s", why.buf);
+	}
+	strbuf_release(&why);
+}
+
+static void add_gpu(struct strvec *a, const struct strvec *nodes)
+{
+	for (size_t i = 0; i < nodes->nr; i++)
+		strvec_pushl(a, "--dev-bind", nodes->v[i], nodes->v[i], NULL);
 	if (kb_is_dir("/dev/dri"))
 		strvec_pushl(a, "--dev-bind", "/dev/dri", "/dev/dri", NULL);
 	/* the driver reads PCI topology and its own settings from /sys */
@@ -359,7 +389,8 @@ static void set_limits(const struct kb_sandbox *sb, struct child_process *cp, bo
 }
 
 static void bwrap_words(const struct kb_sandbox *sb, const struct kb_sandbox_view *view,
-			const struct child_process *cp, const char *prog, struct strvec *a)
+			const struct child_process *cp, const char *prog, const struct strvec *gpus,
+			struct strvec *a)
 {
 	strvec_pushl(a, sb->bwrap, "--unshare-all", "--unshare-user", "--die-with-parent",
 		     "--new-session", "--cap-drop", "ALL", "--hostname", "kernelbot-sandbox", NULL);
@@ -382,7 +413,7 @@ static void bwrap_words(const struct kb_sandbox *sb, const struct kb_sandbox_vie
 	for (size_t i = 0; i < view->ro.nr; i++)
 		add_ro(a, view->ro.v[i]);
 	if (view->gpu)
-		add_gpu(a);
+		add_gpu(a, gpus);
 	/* the one writable place: on disk, each file bounded by RLIMIT_FSIZE */
 	strvec_pushl(a, "--bind", view->scratch, view->scratch, NULL);
 	if (cp->dir)
@@ -399,7 +430,7 @@ static void bwrap_words(const struct kb_sandbox *sb, const struct kb_sandbox_vie
 int kb_sandbox_wrap(const struct kb_sandbox *sb, const struct kb_sandbox_view *view,
 		    struct child_process *cp)
 {
-	struct strvec args = STRVEC_INIT;
+	struct strvec args = STRVEC_INIT, gpus = STRVEC_INIT;
 	struct strbuf prog = STRBUF_INIT;
 	char *prog_dir = NULL, *slash;
 	int rc = -1;
@@ -441,7 +472,9 @@ int kb_sandbox_wrap(const struct kb_sandbox *sb, const struct kb_sandbox_view *v
 			goto out;
 		cp->extra_fd_child = SECCOMP_FD;
 	}
-	bwrap_words(sb, view, cp, prog.buf, &args);
+	if (view->gpu)
+		gpu_nodes(cp, &gpus);
+	bwrap_words(sb, view, cp, prog.buf, &gpus, &args);
 	strvec_push(&args, prog.buf);
 	for (size_t i = 1; i < cp->args.nr; i++)
 		strvec_push(&args, cp->args.v[i]);
@@ -459,6 +492,7 @@ busy:
 	error("the sandbox needs the extra descriptor of '%s', which is already in use", cp->args.v[0]);
 out:
 	free(prog_dir);
+	strvec_clear(&gpus);
 	strbuf_release(&prog);
 	return rc;
 }

@@ -14,7 +14,9 @@
  *   - a read-only view of only what it needs: /usr (and the /bin, /lib,
  *     /lib64, /sbin that point into it), the loader's cache, the program's
  *     own prefix when it lives elsewhere, the paths a caller names (data
- *     dir, operator folder, build cache) and, on a GPU, /dev/nvidia*;
+ *     dir, operator folder, build cache) and, on a GPU, the /dev/nvidia*
+ *     nodes of the GPUs its CUDA_VISIBLE_DEVICES names and the control
+ *     nodes (kb_sandbox_gpu_nodes);
  *   - one writable scratch directory (at the same path inside), a private
  *     /tmp, a fresh /proc and a minimal /dev;
  *   - an environment built from nothing: PATH, HOME and TMPDIR (scratch),
@@ -59,7 +61,7 @@ struct kb_sandbox {
 struct kb_sandbox_view {
 	struct strvec ro;          /* paths visible read-only at the same path (missing ones skipped) */
 	const char *scratch;       /* the one writable directory, same path inside; required */
-	bool gpu;                  /* bind /dev/nvidia* (and /sys read-only) */
+	bool gpu;                  /* bind its GPUs' /dev/nvidia* (and /sys read-only) */
 };
 #define KB_SANDBOX_VIEW_INIT { .ro = STRVEC_INIT }
 
@@ -96,6 +98,23 @@ int kb_sandbox_wrap(const struct kb_sandbox *sb, const struct kb_sandbox_view *v
 		    struct child_process *cp);
 
 void kb_sandbox_view_release(struct kb_sandbox_view *view);
+
+/*
+ * The device nodes under dev ("/dev") that a process whose
+ * CUDA_VISIBLE_DEVICES is visible (NULL: unset) and CUDA_DEVICE_ORDER is
+ * order (NULL: unset) needs, the GPUs found in proc's ("/proc") driver
+ * listing (core/nvidia.h): an index is the index-th GPU in PCI bus order
+ * (the wrapped process gets CUDA_DEVICE_ORDER=PCI_BUS_ID), GPU-<uuid> the
+ * GPU with that UUID. Into nodes (replaced). 0: the nodes of those GPUs and
+ * the control nodes (nvidiactl, nvidia-uvm, nvidia-uvm-tools,
+ * nvidia-modeset, nvidia-caps) that exist. 1: every dev/nvidia*, because
+ * visible is unset (why stays empty) or because the list cannot be mapped
+ * for certain (why says why: no driver listing, a MIG instance or MIG
+ * instances on a GPU, an unknown id, another device order, a GPU node
+ * that cannot be opened, which a device cgroup hides from CUDA too).
+ */
+int kb_sandbox_gpu_nodes(const char *dev, const char *proc, const char *visible, const char *order,
+			 struct strvec *nodes, struct strbuf *why);
 
 /*
  * Make this process non-dumpable: no core files, and no process of the

@@ -133,12 +133,13 @@ cJSON *kb_wiring_sanitize(const cJSON *raw)
 	cJSON *out = cJSON_CreateObject(), *reasons;
 	const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(raw, "verdict"));
 	const cJSON *r;
-	bool ok;
+	bool ok, guarded;
 
 	word(raw, "implementation", implementations, ARRAY_SIZE(implementations), out);
 	ok = configs(raw, out);
 	count(raw, "configs_other_init", out);
 	ok = fallback(raw, out) && ok;
+	guarded = kb_wiring_attributes(raw, out);
 	tests(raw, out);
 	reasons = cJSON_AddArrayToObject(out, "reasons");
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(raw, "reasons")) {
@@ -151,8 +152,11 @@ cJSON *kb_wiring_sanitize(const cJSON *raw)
 	}
 	if (!raw || (v && !strcmp(v, "error")) || !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(out, "configs")))
 		v = "error";
+	else if (!ok)
+		v = "mismatch";
 	else
-		v = v && !strcmp(v, "wired") && ok ? "wired" : "mismatch";
+		/* agreeing runs, but settings no guard can compare: a module built otherwise would be wrong */
+		v = v && !strcmp(v, "wired") && guarded ? "wired" : "unguarded";
 	cJSON_AddStringToObject(out, "verdict", v);
 	if (!raw)
 		cJSON_AddItemToArray(reasons, cJSON_Parse("{\"message\": \"the wiring check left no record\"}"));

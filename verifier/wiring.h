@@ -53,4 +53,14 @@ int kb_wiring_tmpdir(const struct kb_harness *h, const char *prefix, struct strb
  */
 cJSON *kb_wiring_sanitize(const cJSON *raw);
 
+/*
+ * raw's "attributes" (the module's settings: {"path": {"name": value}},
+ * path "" the module, dotted submodule paths, names identifiers, values
+ * numbers, flags, null, short strings, short lists of those) and
+ * "attributes_unknown" (settings of no such kind, "path.name (type)")
+ * into out (wiring_attrs.c). True when the record was taken whole and
+ * names no unknown setting: only then can ops.configured guard the module.
+ */
+bool kb_wiring_attributes(const cJSON *raw, cJSON *out);
+
 #endif

@@ -25,7 +25,10 @@ static void usage(FILE *fp)
 		"  --repo DIR            the repository (read only unless --write)\n"
 		"  --module FILE:CLASS   the module's file and class\n"
 		"  --line N              the line of `def forward` (or a decorator of it)\n"
-		"  --op-dir PATH         where RUN_DIR goes in DIR (default kernelbot/<operator>)\n"
+		"  --op-dir PATH         where RUN_DIR goes in DIR (default: inside the module's\n"
+		"                        top-level package, <pkg>/_kernelbot/<operator>, when the\n"
+		"                        module is in a package under a --sys-path root; else\n"
+		"                        kernelbot/<operator>)\n"
 		"  --init JSON           the module's arguments: {\"args\": [...], \"kwargs\": {...}}\n"
 		"  --sys-path P          an import root relative to DIR (repeatable; default .)\n"
 		"  --tests SEL           a pytest selection relative to DIR, run on the patched\n"
@@ -147,6 +150,8 @@ static void print_result(const struct kb_wire *w, const struct wire_args *a)
 	printf("wired %s: import at line %d, the kernel's call at line %d (%s)\n", a->module,
 	       w->patch.import_line, w->patch.guard_line, w->patch.args.buf);
 	printf("build: %s\n", w->build_note.buf);
+	if (w->build_add.len)
+		printf("add to %s:\n%s", w->build_add_file, w->build_add.buf);
 	print_gate(&w->op);
 	if (!p)
 		return;
@@ -175,22 +180,6 @@ static void print_result(const struct kb_wire *w, const struct wire_args *a)
 	c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(p, "reasons"), 0);
 	if (c)
 		printf("  reason: %s\n", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "message")));
-}
-
-static int write_repo(const struct kb_wire *w, const struct wire_args *a, const char *file)
-{
-	struct strbuf path = STRBUF_INIT;
-	int rc = 0;
-
-	strbuf_addf(&path, "%s/%s", a->repo, file);
-	if (kb_write_file_atomic(path.buf, w->patch.text.buf, w->patch.text.len))
-		rc = error("could not write '%s'", path.buf);
-	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/setup.py", a->repo);
-	if (!rc && w->setup_changed && kb_write_file_atomic(path.buf, w->setup_py.buf, w->setup_py.len))
-		rc = error("could not write '%s'", path.buf);
-	strbuf_release(&path);
-	return rc;
 }
 
 /* spec's binding and evidence from the run's folder; *ev owned by the caller. */
@@ -251,7 +240,8 @@ int cmd_wire(int argc, char **argv)
 	if (a.op_dir)
 		strbuf_addstr(&op_dir, a.op_dir);
 	else
-		strbuf_addf(&op_dir, "kernelbot/%s", b.operator_name ? b.operator_name : "op");
+		kb_wire_op_dir(&op_dir, a.repo, file.buf, a.sys_path, a.nr_sys_path,
+			       b.operator_name ? b.operator_name : "op");
 	s.run_dir = a.run_dir;
 	s.binding = b.operator_name ? &b : NULL;
 	s.evidence = ev;
@@ -273,7 +263,7 @@ int cmd_wire(int argc, char **argv)
 		rc = (a.check || a.write) && kb_wire_record_refusal(&s, why.buf) ? KB_EXIT_USAGE : KB_EXIT_NO;
 		goto out;
 	}
-	if (rc || kb_wire_write_run(&w, &s) || (a.write && write_repo(&w, &a, file.buf))) {
+	if (rc || kb_wire_write_run(&w, &s) || (a.write && kb_wire_write_files(&w, &s, a.repo))) {
 		rc = KB_EXIT_USAGE;
 		goto out;
 	}

@@ -149,6 +149,7 @@ static const struct cfg_row rows[] = {
 	DBL("bot", "min_speedup", bot_min_speedup, "1.0", 0, 1e6, 0),
 	DBL("bot", "wire_min_speedup", bot_wire_min_speedup, "1.0", 0, 1e6, 0),
 	INT("bot", "max_jobs", bot_max_jobs, "1", 1, 64),
+	INT("bot", "devices_per_job", bot_devices_per_job, "0", 0, 64),
 	INT("bot", "max_operators", bot_max_operators, "8", 1, 100),
 	INT("bot", "time_budget_s", bot_time_budget_s, "1800", 1, 604800),
 	INT("bot", "max_time_budget_s", bot_max_time_budget_s, "7200", 1, 604800),

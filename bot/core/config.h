@@ -96,6 +96,7 @@ struct kb_config {
 	double bot_min_speedup;       /* a pull request only for a kernel at least this fast */
 	double bot_wire_min_speedup;  /* the module calls the kernel only where it measured this fast */
 	int64_t bot_max_jobs;         /* jobs run at once */
+	int64_t bot_devices_per_job;  /* devices leased to a job (jobs/devices.h), 0: devices / max_jobs */
 	int64_t bot_max_operators;    /* operators per pull request */
 	int64_t bot_time_budget_s;    /* per operator, unless .kernelbot.ini asks less */
 	int64_t bot_max_time_budget_s; /* the most a .kernelbot.ini may ask */
@@ -197,6 +198,14 @@ void kb_config_print(const struct kb_config *cfg, FILE *fp);
  */
 #define KB_CHILD_LLM_KEY_ENV "KERNELBOT_LLM_KEY_"
 void kb_config_print_for_child(const struct kb_config *cfg, FILE *fp);
+
+/*
+ * In a job's children: the devices the daemon leased to the job (a comma
+ * list, as CUDA_VISIBLE_DEVICES; jobs/devices.h), which no other job of
+ * that daemon held meanwhile. The harness client records it in the
+ * evidence (kernelbot.placement.lease).
+ */
+#define KB_DEVICE_LEASE_ENV "KB_DEVICE_LEASE"
 
 /* One key of the table, as kb_config_foreach shows it. */
 enum kb_config_type {

@@ -29,6 +29,8 @@
 
 #define MAX_PROGRESS_FILE (64 * 1024)
 #define CHILD_STOP_GRACE_MS 10000
+/* the wiring check's limit, however much of the job's budget is left */
+#define WIRE_MAX_S (20 * 60)
 
 /*
  * The child stops searching when its budget ends and then verifies its
@@ -70,6 +72,10 @@ static void runner_free(struct runner *r)
 	if (!r)
 		return;
 	stop_child(r);
+	/* the child is gone: its devices are free for the next job */
+	if (r->leased_from)
+		jdevices_give_back(r->leased_from, r);
+	strvec_clear(&r->devices);
 	child_process_release(&r->cp);
 	kb_job_release(&r->job);
 	jtrigger_release(&r->trig);
@@ -88,6 +94,7 @@ static void runner_free(struct runner *r)
 	strbuf_release(&r->error);
 	strbuf_release(&r->pr_url);
 	strbuf_release(&r->modop);
+	jwired_release(&r->wired);
 	kb_repo_config_release(&r->rcfg);
 	free(r);
 }
@@ -109,6 +116,9 @@ static struct runner *runner_new(void)
 	strbuf_init(&r->error, 0);
 	strbuf_init(&r->pr_url, 0);
 	strbuf_init(&r->modop, 0);
+	strbuf_init(&r->wired.module_path, 0);
+	strbuf_init(&r->wired.module_text, 0);
+	strvec_init(&r->devices);
 	child_process_init(&r->cp);
 	return r;
 }
@@ -211,6 +221,7 @@ static int make_slug(struct kb_jobs *j, struct runner *r)
 static int write_child_config(struct kb_jobs *j, struct runner *r, const char *path)
 {
 	struct kb_config copy = *j->cfg;
+	struct strbuf devices = STRBUF_INIT;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *fp;
@@ -225,16 +236,25 @@ static int write_child_config(struct kb_jobs *j, struct runner *r, const char *p
 	if (r->rcfg.error_factor_set)
 		copy.error_factor = r->rcfg.error_factor;
 	copy.log_file = (char *)""; /* the child's log is the job's log file */
+	/* its harness pins workers to the config's list before CUDA_VISIBLE_DEVICES */
+	if (r->devices.nr) {
+		jdevices_join(&r->devices, &devices);
+		copy.devices = devices.buf;
+	}
 	fp = open_memstream(&text, &len);
-	if (!fp)
-		return error_errno("could not write the config of job %" PRId64, r->job.id);
+	if (!fp) {
+		rc = error_errno("could not write the config of job %" PRId64, r->job.id);
+		goto out;
+	}
 	kb_config_print_for_child(&copy, fp);
 	if (fclose(fp)) {
-		free(text);
-		return error_errno("could not write the config of job %" PRId64, r->job.id);
+		rc = error_errno("could not write the config of job %" PRId64, r->job.id);
+		goto out;
 	}
 	rc = kb_write_file_atomic(path, text, len);
+out:
 	free(text);
+	strbuf_release(&devices);
 	return rc;
 }
 
@@ -278,6 +298,7 @@ static void child_prefix(struct kb_jobs *j, struct runner *r)
 		     r->child_log.buf, NULL);
 	if (j->setpriv)
 		strvec_pushl(&r->cp.args, j->setpriv, "--pdeathsig", "TERM", "--", NULL);
+	jdevices_child_env(&r->devices, &r->cp.env);
 }
 
 static int64_t budget_left(struct runner *r)
@@ -581,6 +602,79 @@ static bool cut_short(struct runner *r)
 	return cut;
 }
 
+/* The forge, then the final state: the kernel and, when the wiring said so, the patched module. */
+static void publish_result(struct kb_jobs *j, struct runner *r)
+{
+	struct kb_headline h;
+	double s = result_headline(j, r, &h);
+	int rc;
+
+	set_stage(j, r, "publish");
+	if (jpub_progress(j, r, true))
+		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	rc = jpub_result(j, r, s);
+	if (rc == KB_GIT_ENOTOURS)
+		fail(j, r, "the bot's branch has commits by someone else; it was left alone");
+	else if (rc)
+		fail(j, r, "could not publish the kernel (see the bot's log)");
+	else
+		finish(j, r, KB_JOB_DONE, NULL);
+}
+
+/*
+ * A module job's kernel is wired into its module before it is published
+ * (wire_job.c) by a `kernelbot wire` child, polled like the search: the
+ * check runs the repository's tests, and the loop goes on meanwhile. It
+ * gets what is left of the job's budget and its final check's grace, 20
+ * minutes at most. 1: the child runs (stage "wire"); 0: publish now (no
+ * child needed, or none could run: r->notes says why); -1: an error.
+ */
+static int start_wire(struct kb_jobs *j, struct runner *r)
+{
+	int64_t left_s = budget_left(r) + budget_grace_s(r->budget_s);
+	int rc;
+
+	child_prefix(j, r);
+	if ((rc = jwire_command(j, r, &r->cp.args)) != 1)
+		return rc;
+	if (left_s <= 0)
+		return jwire_ended(r, 0, NULL, "the job's time budget was spent before the wiring check");
+	rc = start_command(&r->cp);
+	if (rc == KB_ECANCELLED)
+		return 1; /* the daemon is stopping: the next start wires it (result.json) */
+	if (rc)
+		return jwire_ended(r, 0, NULL, "`kernelbot wire` could not be started");
+	r->child_running = r->wiring = true;
+	r->child_started_ms = kb_now_ms();
+	r->wire_limit_ms = (left_s < WIRE_MAX_S ? left_s : WIRE_MAX_S) * 1000;
+	log_info("job %" PRId64 ": wiring check started (pid %d, at most %" PRId64 " s, log '%s')",
+		 r->job.id, (int)r->cp.pid, r->wire_limit_ms / 1000, r->child_log.buf);
+	set_stage(j, r, "wire");
+	if (jpub_progress(j, r, true))
+		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	return 1;
+}
+
+/*
+ * The wiring child ended, or is stopped now (why_not: why, in words):
+ * its outcome, then the publish goes on, wired or not.
+ */
+static void wire_done(struct kb_jobs *j, struct runner *r, const char *why_not)
+{
+	struct strbuf tail = STRBUF_INIT;
+
+	if (why_not)
+		stop_child(r);
+	r->wiring = false;
+	if (!why_not && r->cp.exit_code)
+		log_tail(r, &tail);
+	if (jwire_ended(r, r->cp.exit_code, tail.buf, why_not))
+		fail(j, r, "could not publish the kernel (see the bot's log)");
+	else
+		publish_result(j, r);
+	strbuf_release(&tail);
+}
+
 static void publish(struct kb_jobs *j, struct runner *r)
 {
 	struct kb_headline h;
@@ -606,15 +700,11 @@ static void publish(struct kb_jobs *j, struct runner *r)
 		finish(j, r, KB_JOB_DONE, NULL);
 		return;
 	}
-	if (jpub_progress(j, r, true))
-		log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
-	rc = jpub_result(j, r, s);
-	if (rc == KB_GIT_ENOTOURS)
-		fail(j, r, "the bot's branch has commits by someone else; it was left alone");
-	else if (rc)
-		fail(j, r, "could not publish the kernel (see the bot's log)");
-	else
-		finish(j, r, KB_JOB_DONE, NULL);
+	rc = start_wire(j, r);
+	if (rc < 0)
+		fail(j, r, "could not wire the kernel into the module (see the bot's log)");
+	else if (!rc)
+		publish_result(j, r);
 }
 
 /* --- starting a claimed job --- */
@@ -779,6 +869,10 @@ static void child_ended(struct kb_jobs *j, struct runner *r)
 		prepared(j, r);
 		return;
 	}
+	if (r->wiring) {
+		wire_done(j, r, NULL);
+		return;
+	}
 	if (r->cp.exit_code)
 		log_tail(r, &tail);
 	if (r->backward) {
@@ -812,12 +906,20 @@ static void runner_poll(struct kb_jobs *j, struct runner *r)
 
 	if (!r->child_running)
 		return;
+	if (r->wiring)
+		limit_ms = r->wire_limit_ms;
 	alive = child_alive(&r->cp);
 	if (read_progress(j, r)) {
 		if (jpub_review(j, r, r->best))
 			log_warn("job %" PRId64 ": could not post the review comment", r->job.id);
 		if (jpub_progress(j, r, false))
 			log_warn("job %" PRId64 ": could not update the progress comment", r->job.id);
+	}
+	if (alive && kb_now_ms() - r->child_started_ms > limit_ms && r->wiring) {
+		log_warn("job %" PRId64 ": the wiring check ran past the job's time budget; stopping it",
+			 r->job.id);
+		wire_done(j, r, "the job's time budget ran out during the wiring check");
+		return;
 	}
 	if (alive && kb_now_ms() - r->child_started_ms > limit_ms) {
 		log_warn("job %" PRId64 ": the search ran %" PRId64 " s past its budget; stopping it",
@@ -876,6 +978,11 @@ int kb_jobs_new(struct kb_jobs **out, struct kb_config *cfg, struct kb_state *st
 		self[n] = '\0';
 		j->bin = xstrdup(self);
 	}
+	if (jdevices_init(&j->devices, cfg, getenv("CUDA_VISIBLE_DEVICES"), "/proc")) {
+		free(j->bin);
+		free(j);
+		return -1;
+	}
 	j->setpriv = find_setpriv();
 	if (!j->setpriv)
 		log_warn("setpriv(1) not found: a search may outlive a killed daemon");
@@ -889,11 +996,12 @@ void kb_jobs_free(struct kb_jobs *j)
 		return;
 	for (size_t i = 0; i < j->nr_active; i++) {
 		if (j->active[i]->child_running)
-			log_info("job %" PRId64 ": stopping its search; it resumes at the next start",
-				 j->active[i]->job.id);
+			log_info("job %" PRId64 ": stopping its %s; it resumes at the next start",
+				 j->active[i]->job.id, j->active[i]->wiring ? "wiring check" : "search");
 		runner_free(j->active[i]);
 	}
 	free(j->active);
+	jdevices_release(&j->devices);
 	free(j->bin);
 	free(j->setpriv);
 	free(j->bot_login);
@@ -922,6 +1030,17 @@ static void drop_done(struct kb_jobs *j)
 	j->nr_active = k;
 }
 
+static void log_devices(struct runner *r)
+{
+	struct strbuf list = STRBUF_INIT;
+
+	if (!r->devices.nr)
+		return;
+	jdevices_join(&r->devices, &list);
+	log_info("job %" PRId64 ": devices %s, its own until it ends", r->job.id, list.buf);
+	strbuf_release(&list);
+}
+
 int kb_jobs_tick(struct kb_jobs *j)
 {
 	for (size_t i = 0; i < j->nr_active; i++)
@@ -930,14 +1049,22 @@ int kb_jobs_tick(struct kb_jobs *j)
 	drop_done(j);
 	while (!kb_stop_requested() && j->nr_active < (size_t)j->cfg->bot_max_jobs) {
 		struct runner *r = runner_new();
-		int rc = kb_state_job_claim_next(j->st, &r->job);
+		int rc;
 
+		/* the devices first: a job waits in the queue until it can have its own */
+		if (jdevices_take(&j->devices, r, &r->devices)) {
+			runner_free(r);
+			break;
+		}
+		r->leased_from = &j->devices;
+		rc = kb_state_job_claim_next(j->st, &r->job);
 		if (rc) {
 			runner_free(r);
 			if (rc == KB_ENOTFOUND)
 				break;
 			return -1;
 		}
+		log_devices(r);
 		runner_start(j, r);
 		if (r->done) {
 			runner_free(r);
@@ -952,12 +1079,22 @@ int kb_jobs_tick(struct kb_jobs *j)
 	return (int)j->nr_active;
 }
 
-void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor)
+void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor, bool stop)
 {
 	struct runner *r = find_runner(j, job_id);
+	struct strbuf why = STRBUF_INIT;
 
 	if (!r)
 		return;
+	if (r->wiring && stop) {
+		/* the kernel is verified: a stop ends the wiring check, not the result */
+		strbuf_addf(&why, "the wiring check was stopped by %s%s", actor ? "@" : "a stop request",
+			    actor ? actor : "");
+		wire_done(j, r, why.buf);
+		strbuf_release(&why);
+		drop_done(j);
+		return;
+	}
 	stop_child(r);
 	if (actor)
 		strbuf_addf(&r->notes, "Cancelled by @%s.\n", actor);

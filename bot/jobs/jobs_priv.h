@@ -6,7 +6,9 @@
 #include "core/strbuf.h"
 #include "core/subprocess.h"
 #include "forge/forge.h"
+#include "jobs/devices.h"
 #include "jobs/jobs.h"
+#include "report/wire.h"
 
 #include <cjson/cJSON.h>
 
@@ -131,6 +133,16 @@ int jdb_job_reviewed(struct kb_state *st, int64_t job_id, int64_t repo_id, const
 /* sha256 hex of a string (a body hash). */
 void jhash(char out[65], const char *s);
 
+/* What the branch takes besides the run's folder when the wiring check said "wired". */
+struct jwired {
+	struct strbuf module_path;    /* empty: not wired */
+	struct strbuf module_text;
+	struct kb_wire_file *files;   /* the build's files and __init__.py files the wiring changed or added */
+	size_t nr_files;
+};
+#define JWIRED_INIT { STRBUF_INIT, STRBUF_INIT, NULL, 0 }
+void jwired_release(struct jwired *w);
+
 /* One job being run by this process. */
 struct runner {
 	struct kb_job job;
@@ -154,8 +166,13 @@ struct runner {
 	bool both;                    /* the job searches the backward pass too (passes.c) */
 	bool backward;                /* the child running, or next to start, is the backward pass's */
 	bool preparing;               /* the child running is `kernelbot operator` (a module's operator file) */
+	bool wiring;                  /* the child running is `kernelbot wire` (stage "wire", wire_job.c) */
+	int64_t wire_limit_ms;        /* how long that child may run: the job's budget and grace left */
+	struct jwired wired;          /* the wiring's outcome: the patched files the branch takes */
 	struct strbuf modop;          /* that operator file, once made; empty: the job's own path */
 	struct strbuf progress;       /* the child's last progress JSON */
+	struct strvec devices;        /* the devices leased to the job (devices.h); empty: none */
+	struct jdevices *leased_from; /* given back when the runner is freed */
 	bool done;                    /* finished: remove from the active list */
 };
 
@@ -178,6 +195,7 @@ struct kb_jobs {
 	bool bot_login_known;
 	struct runner **active;
 	size_t nr_active, alloc_active;
+	struct jdevices devices;      /* the leases of the runners' devices */
 };
 
 /* --- render.c: the text the bot puts on the forge (through report/) --- */
@@ -296,29 +314,41 @@ int jmod_operator_file(const struct runner *r, struct strbuf *out);
 
 /* --- wire_job.c: a module job's kernel wired into the module (bot/report/README.md) --- */
 
-/* What the branch takes besides the run's folder when the wiring check said "wired". */
-struct jwired {
-	struct strbuf module_path;    /* empty: not wired */
-	struct strbuf module_text;
-	struct strbuf setup_text;     /* setup.py's, when setup_changed */
-	bool setup_changed;
-};
-#define JWIRED_INIT { STRBUF_INIT, STRBUF_INIT, STRBUF_INIT, false }
-void jwired_release(struct jwired *w);
-/* Where the run's folder goes on the branch: kernelbot/<slug> (its Python package). */
+/*
+ * Where the run's folder goes on the branch (its Python package): a module
+ * job's module in a package gets it inside that package,
+ * <root>/<pkg>/_kernelbot/<slug> (report/wire.h, kb_wire_op_dir); every
+ * other job kernelbot/<slug>. publish.c commits it there, render.c names it.
+ */
 void jwire_op_dir(struct strbuf *out, const struct runner *r);
 /*
- * A module job: `kernelbot wire --check --write` on r->out and r->src
- * (ops.py, the patched module, evidence.json's "wiring"), then out gets
- * the patched files when the check said "wired"; otherwise a line in
- * r->notes says why and out stays empty. Other jobs: nothing. 0 or -1.
+ * The wiring runs as a child the loop polls (jobs.c, stage "wire"), in two
+ * steps. First a module job's `kernelbot wire --check --write` command on
+ * r->out and r->src is appended to args: 1. When no child is needed the
+ * outcome is settled at once: 0, r->wired empty and, for a function or an
+ * init argument that is no literal, a line in r->notes saying why (other
+ * jobs: nothing). -1 on an error.
  */
-int jwire_module(struct kb_jobs *j, struct runner *r, struct jwired *out);
+int jwire_command(struct kb_jobs *j, struct runner *r, struct strvec *args);
+/*
+ * Then the child ended with exit_code (tail: the last line of its log that
+ * says something), or was stopped or never ran (why_not: why, in words, as
+ * "the wiring check was stopped by @alice"; exit_code is not looked at).
+ * r->wired gets the patched module (and setup.py) when the check said
+ * "wired"; otherwise a line in r->notes says why, and a child that left no
+ * proof of its own leaves evidence.json's "wiring" saying not_wired and
+ * why. 0 or -1 (logged).
+ */
+int jwire_ended(struct runner *r, int exit_code, const char *tail, const char *why_not);
 
 /* --- jobs.c --- */
 
-/* Stop the runner of job_id if this process runs it, and finish it as cancelled. */
-void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor);
+/*
+ * Stop the runner of job_id if this process runs it, and finish it as
+ * cancelled. stop: a stop request (not a re-run): a job wiring its kernel
+ * into the module stops the wiring and publishes the kernel unwired.
+ */
+void jobs_cancel_runner(struct kb_jobs *j, int64_t job_id, const char *actor, bool stop);
 /* True when this process runs job_id. */
 bool jobs_runs(struct kb_jobs *j, int64_t job_id);
 

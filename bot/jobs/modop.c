@@ -9,8 +9,10 @@
 
 void kb_modop_release(struct kb_modop *m)
 {
-	for (size_t i = 0; i < m->nr_forms; i++)
+	for (size_t i = 0; i < m->nr_forms; i++) {
 		strvec_clear(&m->forms[i].init);
+		free(m->forms[i].init_json);
+	}
 	free(m->forms);
 	free(m->sets);
 	memset(m, 0, sizeof(*m));
@@ -22,6 +24,7 @@ static struct kb_modop_form *add_form(struct kb_modop *m, const struct kb_op_for
 
 	m->forms = xrealloc(m->forms, (m->nr_forms + 1) * sizeof(*m->forms));
 	f = &m->forms[m->nr_forms++];
+	memset(f, 0, sizeof(*f));
 	f->inputs = *inputs;
 	strvec_init(&f->init);
 	return f;

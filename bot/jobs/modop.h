@@ -32,6 +32,8 @@
 struct kb_modop_form {
 	struct kb_op_form inputs;
 	struct strvec init;         /* Python text; keywords "name=text" */
+	char *init_json;            /* a recorded init as {"args": [...], "kwargs": {...}}; NULL: the section's */
+	int64_t calls;              /* the calls the tests made with it (kb_modop_from_record) */
 };
 
 /* One shape set: a form and the value of every size. */
@@ -70,6 +72,14 @@ int kb_modop_from_section(struct kb_modop *m, const struct kb_repo_operator *op)
  */
 int kb_modop_from_record(struct kb_modop *m, const char *json, size_t len, size_t max_sets,
 			 const struct kb_repo_operator *op, struct strbuf *why);
+
+/*
+ * The init the tests built the module with most often (the calls of the
+ * forms with that init summed), as JSON {"args": [...], "kwargs": {...}}:
+ * what the wiring check builds it with. NULL when the forms have no
+ * recorded init (the section gave one, or the shapes came from it).
+ */
+const char *kb_modop_recorded_init(const struct kb_modop *m);
 
 /*
  * The first shape set's literal sizes (above 1) as constants: named after

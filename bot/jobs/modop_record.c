@@ -147,11 +147,42 @@ static int literal(struct strbuf *out, const cJSON *v, int depth, const char **b
 	return 0;
 }
 
+/*
+ * A value literal() took, as JSON for the wiring check's init (a tuple as
+ * a list): made here from the checked value, never copied from the record.
+ */
+static cJSON *json_value(const cJSON *v)
+{
+	const cJSON *tag = cJSON_GetArrayItem(v, 0), *val = cJSON_GetArrayItem(v, 1), *item;
+	const char *t = cJSON_IsString(tag) ? tag->valuestring : "";
+	cJSON *out;
+	double d = 0;
+
+	if (!strcmp(t, "int"))
+		return cJSON_CreateNumber(val->valuedouble);
+	if (!strcmp(t, "float")) {
+		kb_parse_double(val->valuestring, &d);
+		return cJSON_CreateNumber(d);
+	}
+	if (!strcmp(t, "bool"))
+		return cJSON_CreateBool(cJSON_IsTrue(val));
+	if (!strcmp(t, "str"))
+		return cJSON_CreateString(val->valuestring);
+	if (strcmp(t, "tuple") && strcmp(t, "list"))
+		return cJSON_CreateNull();
+	out = cJSON_CreateArray();
+	cJSON_ArrayForEach(item, val)
+		cJSON_AddItemToArray(out, json_value(item));
+	return out;
+}
+
 static int record_init(struct kb_modop_form *f, const cJSON *init, const char **bad)
 {
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(init, "args");
 	const cJSON *kwargs = cJSON_GetObjectItemCaseSensitive(init, "kwargs");
 	struct strbuf sb = STRBUF_INIT;
+	cJSON *json = cJSON_CreateObject();
+	cJSON *jargs = cJSON_AddArrayToObject(json, "args"), *jkw = cJSON_AddObjectToObject(json, "kwargs");
 	const cJSON *v;
 	int rc = -1;
 
@@ -164,6 +195,7 @@ static int record_init(struct kb_modop_form *f, const cJSON *init, const char **
 		if (literal(&sb, v, 0, bad))
 			goto out;
 		strvec_push(&f->init, sb.buf);
+		cJSON_AddItemToArray(jargs, json_value(v));
 	}
 	cJSON_ArrayForEach(v, kwargs) {
 		size_t n = strlen(v->string);
@@ -176,9 +208,14 @@ static int record_init(struct kb_modop_form *f, const cJSON *init, const char **
 		if (literal(&sb, v, 0, bad))
 			goto out;
 		strvec_push(&f->init, sb.buf);
+		cJSON_AddItemToObject(jkw, v->string, json_value(v));
 	}
+	f->init_json = cJSON_PrintUnformatted(json);
+	if (!f->init_json)
+		die("out of memory");
 	rc = 0;
 out:
+	cJSON_Delete(json);
 	strbuf_release(&sb);
 	return rc;
 }
@@ -256,8 +293,8 @@ static int record_inputs(struct kb_modop_form *f, const cJSON *inputs, const cha
 	return 0;
 }
 
-/* One record into a form of m; *what (and *detail) say why when it cannot be used. */
-static int record(struct kb_modop *m, const cJSON *rec, const struct kb_repo_operator *op,
+/* One record (count calls) into a form of m; *what (and *detail) say why when it cannot be used. */
+static int record(struct kb_modop *m, const cJSON *rec, int64_t count, const struct kb_repo_operator *op,
 		  const char **what, const char **detail)
 {
 	struct kb_modop_form *f;
@@ -271,6 +308,7 @@ static int record(struct kb_modop *m, const cJSON *rec, const struct kb_repo_ope
 	f = &m->forms[m->nr_forms++];
 	memset(f, 0, sizeof(*f));
 	strvec_init(&f->init);
+	f->calls = count;
 	if (op->init.nr) {
 		strvec_pushv(&f->init, op->init.v);
 	} else if (record_init(f, cJSON_GetObjectItemCaseSensitive(rec, "init"), detail)) {
@@ -283,6 +321,7 @@ static int record(struct kb_modop *m, const cJSON *rec, const struct kb_repo_ope
 	return 0;
 drop:
 	strvec_clear(&f->init);
+	free(f->init_json);
 	m->nr_forms--;
 	return -1;
 }
@@ -332,7 +371,7 @@ static int usable_records(struct kb_modop *m, const cJSON *records, size_t max_s
 			skipped_calls += count;
 			continue;
 		}
-		if (record(m, rec, op, &what, &detail))
+		if (record(m, rec, count, op, &what, &detail))
 			reason(&r, count, what, detail);
 	}
 	for (size_t i = 0; i < r.nr; i++)
@@ -390,4 +429,26 @@ out:
 	if (rc)
 		kb_modop_release(m);
 	return rc;
+}
+
+const char *kb_modop_recorded_init(const struct kb_modop *m)
+{
+	const char *best = NULL;
+	int64_t most = 0;
+
+	for (size_t i = 0; i < m->nr_forms; i++) {
+		int64_t calls = 0;
+
+		if (!m->forms[i].init_json)
+			continue;
+		for (size_t k = 0; k < m->nr_forms; k++)
+			if (m->forms[k].init_json && !strcmp(m->forms[k].init_json, m->forms[i].init_json))
+				calls += m->forms[k].calls;
+		/* ties: the init of the most frequent call, the first form */
+		if (calls > most) {
+			most = calls;
+			best = m->forms[i].init_json;
+		}
+	}
+	return best;
 }

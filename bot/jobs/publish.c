@@ -393,21 +393,23 @@ static int read_results(struct runner *r, struct rfiles *fs)
 	return error("job %" PRId64 " produced no kernel in '%s'", r->job.id, r->out.buf);
 }
 
-/* The wired module (and setup.py) beside the folder's files in the commit. */
+/* The wired module (and the build's files, new __init__.py files) beside the folder's files in the commit. */
 static void wired_files(struct kb_git_file *gf, size_t *nr, const struct jwired *w,
 			struct strbuf *all)
 {
+	size_t first = *nr;
+
 	gf[*nr].path = w->module_path.buf;
 	gf[*nr].data = w->module_text.buf;
 	gf[*nr].len = w->module_text.len;
 	gf[(*nr)++].mode = 0644;
-	if (w->setup_changed) {
-		gf[*nr].path = "setup.py";
-		gf[*nr].data = w->setup_text.buf;
-		gf[*nr].len = w->setup_text.len;
+	for (size_t i = 0; i < w->nr_files; i++) {
+		gf[*nr].path = w->files[i].path;
+		gf[*nr].data = w->files[i].text.buf;
+		gf[*nr].len = w->files[i].text.len;
 		gf[(*nr)++].mode = 0644;
 	}
-	for (size_t i = *nr - (w->setup_changed ? 2 : 1); i < *nr; i++) {
+	for (size_t i = first; i < *nr; i++) {
 		strbuf_addf(all, "%s\n%zu\n", gf[i].path, gf[i].len);
 		strbuf_add(all, gf[i].data, gf[i].len);
 	}
@@ -418,12 +420,11 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 {
 	struct rfiles fs = { 0 };
 	struct kb_git_file *gf = NULL;
-	struct strbuf all = STRBUF_INIT, msg = STRBUF_INIT;
+	struct strbuf all = STRBUF_INIT, msg = STRBUF_INIT, dir = STRBUF_INIT;
 	struct strvec paths = STRVEC_INIT;
 	struct jobject obj = { 0 };
 	struct kb_forge_remote rem = KB_FORGE_REMOTE_INIT;
 	struct kb_git_cred cred;
-	struct jwired wired = JWIRED_INIT;
 	char hash[65], sha[KB_GIT_SHA_SIZE], remote[KB_GIT_SHA_SIZE];
 	size_t nr;
 	int rc;
@@ -436,12 +437,14 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 		goto out;
 	cred.username = rem.username;
 	cred.token = rem.password;
-	/* a module's job: ops.py and the proof join the folder, the patched module the commit */
-	if ((rc = jwire_module(j, r, &wired)) || (rc = read_results(r, &fs)))
+	/* a module's job: ops.py and the proof joined the folder (jobs.c wired it first), the
+	 * patched module joins the commit */
+	if ((rc = read_results(r, &fs)))
 		goto out;
-	gf = xcalloc(fs.nr + 2, sizeof(*gf));
+	gf = xcalloc(fs.nr + 1 + r->wired.nr_files, sizeof(*gf));
+	jwire_op_dir(&dir, r);
 	for (size_t i = 0; i < fs.nr; i++) {
-		const char *p = strvec_pushf(&paths, "kernelbot/%s/%s", r->slug.buf, fs.v[i].rel);
+		const char *p = strvec_pushf(&paths, "%s/%s", dir.buf, fs.v[i].rel);
 
 		gf[i].path = p;
 		gf[i].data = fs.v[i].data.buf;
@@ -451,8 +454,8 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 		strbuf_add(&all, fs.v[i].data.buf, fs.v[i].data.len);
 	}
 	nr = fs.nr;
-	if (wired.module_path.len)
-		wired_files(gf, &nr, &wired, &all);
+	if (r->wired.module_path.len)
+		wired_files(gf, &nr, &r->wired, &all);
 	strbuf_addf(&all, "parent %s\n", r->job.head_sha);
 	jhash(hash, all.buf);
 
@@ -486,12 +489,12 @@ static int publish_branch(struct kb_jobs *j, struct runner *r, double speedup,
 out:
 	kb_forge_remote_release(&rem);
 	rfiles_release(&fs);
-	jwired_release(&wired);
 	free(gf);
 	strvec_clear(&paths);
 	jobject_release(&obj);
 	strbuf_release(&all);
 	strbuf_release(&msg);
+	strbuf_release(&dir);
 	return rc;
 }
 

@@ -62,6 +62,8 @@ static enum kb_stage stage_of(enum kb_job_state state, const char *stage, const 
 		return KB_STAGE_FETCHING;
 	if (!strcmp(stage, "publish") || !strcmp(stage, "finished"))
 		return KB_STAGE_OPENING_PR;
+	if (!strcmp(stage, "wire"))
+		return KB_STAGE_WIRING;
 	if (!ps || !strcmp(ps, "analyse"))
 		return KB_STAGE_ANALYSING;
 	if (!strcmp(ps, "final check"))
@@ -352,7 +354,8 @@ static void backward_report(struct runner *r, struct kb_passes_report *p, cJSON 
 	kb_kernel_json_read(dir.buf, &kj);
 	*bev = jread_json(dir.buf, "evidence.json");
 	p->backward = *bev;
-	strbuf_addf(path, "kernelbot/%s/backward/%s", r->slug.buf, kernel_file(kj.source));
+	jwire_op_dir(&dir, r);
+	strbuf_addf(path, "%s/backward/%s", dir.buf, kernel_file(kj.source));
 	p->backward_kernel = path->buf;
 	kb_kernel_info_release(&kj);
 	strbuf_release(&dir);
@@ -378,9 +381,9 @@ int jrender_pr(struct kb_jobs *j, struct runner *r, struct strbuf *title, struct
 	src = kernel_file(kj.source);
 	hist = read_history(r, &nh);
 	strbuf_reset(kernel_path);
-	strbuf_addf(kernel_path, "kernelbot/%s/%s", r->slug.buf, src);
-	strbuf_addf(&binding, "kernelbot/%s", r->slug.buf);
-	strbuf_addf(&evpath, "kernelbot/%s/evidence.json", r->slug.buf);
+	jwire_op_dir(&binding, r); /* the folder, which holds binding.py */
+	strbuf_addf(kernel_path, "%s/%s", binding.buf, src);
+	strbuf_addf(&evpath, "%s/evidence.json", binding.buf);
 	memset(&rep, 0, sizeof(rep));
 	rep.job.id = r->job.id;
 	rep.job.repo = r->trig.repo;

@@ -62,7 +62,7 @@ static void stop_runners(struct kb_jobs *j, int64_t tid, const char *actor)
 		return;
 	for (size_t i = 0; i < nr; i++)
 		if (jobs_runs(j, ids[i]))
-			jobs_cancel_runner(j, ids[i], actor);
+			jobs_cancel_runner(j, ids[i], actor, false);
 	free(ids);
 }
 
@@ -388,7 +388,7 @@ int kb_jobs_cancel(struct kb_jobs *j, const char *repo, int64_t pr, const char *
 		goto fail;
 	for (size_t i = 0; i < nr; i++)
 		if (jobs_runs(j, ids[i]))
-			jobs_cancel_runner(j, ids[i], actor);
+			jobs_cancel_runner(j, ids[i], actor, true);
 	log_info("%s#%" PRId64 ": cancelled%s%s (%zu job(s))", repo, pr, actor ? " by " : "",
 		 actor ? actor : "", nr);
 	if (nr && jpub_progress_of(j, &t, NULL))

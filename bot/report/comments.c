@@ -13,6 +13,7 @@ static const char *const stage_names[] = {
 	[KB_STAGE_ANALYSING] = "analysing",
 	[KB_STAGE_TUNING] = "tuning",
 	[KB_STAGE_VERIFYING] = "verifying",
+	[KB_STAGE_WIRING] = "wiring",
 	[KB_STAGE_OPENING_PR] = "opening-pr",
 	[KB_STAGE_DONE] = "done",
 	[KB_STAGE_FAILED] = "failed",
@@ -58,6 +59,9 @@ static void add_stage_name(struct strbuf *sb, const struct kb_progress_job *j)
 		return;
 	case KB_STAGE_OPENING_PR:
 		strbuf_addstr(sb, "opening PR");
+		return;
+	case KB_STAGE_WIRING:
+		strbuf_addstr(sb, "wiring into the module");
 		return;
 	default:
 		strbuf_addstr(sb, kb_stage_name(j->stage) ? kb_stage_name(j->stage) : "unknown");

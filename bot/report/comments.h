@@ -9,7 +9,7 @@
  *
  * Check run / status mapping the job loop uses (forge.h enums):
  *   queued                        -> KB_CHECK_QUEUED / KB_STATUS_PENDING
- *   fetching .. opening PR        -> KB_CHECK_IN_PROGRESS / KB_STATUS_PENDING
+ *   fetching .. opening PR        -> KB_CHECK_IN_PROGRESS / KB_STATUS_PENDING (wiring too)
  *   done, faster (kb_stage_faster)-> completed SUCCESS / KB_STATUS_SUCCESS
  *   done, not faster              -> completed NEUTRAL / KB_STATUS_SUCCESS
  *   failed                        -> completed FAILURE / KB_STATUS_FAILURE
@@ -27,13 +27,15 @@ enum kb_stage {
 	KB_STAGE_ANALYSING,
 	KB_STAGE_TUNING,
 	KB_STAGE_VERIFYING,
+	KB_STAGE_WIRING,        /* a module's kernel wired into it, checked (`kernelbot wire`) */
 	KB_STAGE_OPENING_PR,
 	KB_STAGE_DONE,
 	KB_STAGE_FAILED,
 	KB_STAGE_CANCELLED
 };
 
-/* "queued", "fetching", "analysing", "tuning", "verifying", "opening-pr", "done", "failed", "cancelled"; NULL out of range. */
+/* "queued", "fetching", "analysing", "tuning", "verifying", "wiring", "opening-pr", "done", "failed",
+ * "cancelled"; NULL out of range. */
 const char *kb_stage_name(enum kb_stage stage);
 /* Name to enum; -1 (nothing logged) when unknown. */
 int kb_stage_parse(const char *name, enum kb_stage *out);

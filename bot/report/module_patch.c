@@ -397,9 +397,10 @@ int kb_module_patch_forward(struct kb_module_patch *p, const struct kb_pylines *
 	eol = kb_patch_eol(pl, text, ins->at);
 	if (ins->at && text[ins->at - 1] != '\n')
 		strbuf_addstr(&ins->text, eol);
-	strbuf_addf(&ins->text, "%sif %s%s.supported(%s):%s%s%sreturn %s.%s(%s)%s", indent.buf, cond.buf,
-		    s->alias, p->args.buf, eol, indent.buf, unit.buf, s->alias, s->op_function, p->args.buf,
-		    eol);
+	/* configured(self): the module built as the verified one was (its settings are baked in) */
+	strbuf_addf(&ins->text, "%sif %s%s.supported(%s) and %s.configured(%s):%s%s%sreturn %s.%s(%s)%s",
+		    indent.buf, cond.buf, s->alias, p->args.buf, s->alias, f.params[0].name, eol, indent.buf,
+		    unit.buf, s->alias, s->op_function, p->args.buf, eol);
 out:
 	forward_release(&f);
 	strbuf_release(&cond);

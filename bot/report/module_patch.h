@@ -89,4 +89,50 @@ struct kb_build_ext {
 int kb_setup_patch(struct strbuf *out, const char *text, size_t len, const struct kb_build_ext *ext,
 		   struct strbuf *why);
 
+/*
+ * The operator's folder inside the repository's own package (report/wire.h):
+ * setuptools installs only a package's modules unless told, and binding.py
+ * compiles the kernel sources beside it on first use, so the build must
+ * carry the folder's other files as package data.
+ */
+struct kb_package_data {
+	const char *package;           /* the operator's package: "tinymlp._kernelbot.mlp" */
+	const char *const *patterns;   /* its files that are no module, relative to its folder:
+					* "*.cu", and "*.h" under "include", "*.py" under "reference" */
+	size_t nr_patterns;
+	const char *const *packages;   /* the packages below the top-level one it needs, outermost
+					* first: "tinymlp._kernelbot", "tinymlp._kernelbot.mlp" */
+	size_t nr_packages;
+};
+
+/* pd's patterns as a list literal, Python's and TOML's alike: ["*.cu", "include/...", ...]. */
+void kb_package_data_list(struct strbuf *sb, const struct kb_package_data *pd);
+
+/*
+ * setup.py with package_data for the folder: an entry at the head of a
+ * package_data dict literal, else `package_data={...},` after the packages
+ * argument (or first in the one setup() call); a packages list literal gets
+ * the missing packages at its head (find_packages() without include= finds
+ * them by their __init__.py). 0; KB_ENOTSUPPORTED with why otherwise (no or
+ * several setup() calls, a **dict argument, packages or package_data that
+ * are no literal, an entry for the package already).
+ */
+int kb_setup_package_data(struct strbuf *out, const char *text, size_t len, const struct kb_package_data *pd,
+			  struct strbuf *why);
+
+/*
+ * pyproject.toml with `"<package>" = [patterns]` in [tool.setuptools.package-data]
+ * (the table appended at the end when there is none) and, when
+ * [tool.setuptools] lists its packages, the missing ones added there. Only
+ * for a setuptools build (its build-backend, a [tool.setuptools] table, or
+ * none named). 0; KB_ENOTSUPPORTED with why otherwise (another backend,
+ * package-data set inline, a packages.find include/exclude that leaves the
+ * packages out, an entry for the package already).
+ */
+int kb_pyproject_package_data(struct strbuf *out, const char *text, size_t len,
+			      const struct kb_package_data *pd, struct strbuf *why);
+
+/* Does pyproject.toml have a [tool.setuptools...] table (then it, not setup.py, is where package data goes)? */
+bool kb_pyproject_configures_setuptools(const char *text, size_t len);
+
 #endif

@@ -1,4 +1,5 @@
 #include "core/common.h"
+#include "core/strvec.h"
 #include "core/util.h"
 #include "report/module_patch.h"
 #include "report/module_patch_priv.h"
@@ -10,23 +11,62 @@
  * torch.utils.cpp_extension and ext_modules given as a list literal.
  */
 
-/* The offset of word in the code view as a whole identifier at or after from, or SIZE_MAX. */
-static size_t find_word(const struct kb_pylines *pl, size_t from, const char *word)
+static bool ident_byte(char c)
+{
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+size_t kb_pyview_word(const struct kb_pylines *pl, size_t from, const char *word, bool dotted)
 {
 	const char *c = pl->code.buf, *p = c + from;
 	size_t n = strlen(word);
 
-	while ((p = memmem(p, pl->code.len - (size_t)(p - c), word, n))) {
-		bool before = p > c && (p[-1] == '_' || p[-1] == '.' || (p[-1] >= 'a' && p[-1] <= 'z') ||
-					(p[-1] >= 'A' && p[-1] <= 'Z') || (p[-1] >= '0' && p[-1] <= '9'));
-		char a = p[n];
-		bool after = a == '_' || (a >= 'a' && a <= 'z') || (a >= 'A' && a <= 'Z') || (a >= '0' && a <= '9');
+	while (from <= pl->code.len && (p = memmem(p, pl->code.len - (size_t)(p - c), word, n))) {
+		bool before = p > c && (ident_byte(p[-1]) || (!dotted && p[-1] == '.'));
 
-		if (!before && !after)
+		if (!before && !ident_byte(p[n]))
 			return (size_t)(p - c);
 		p += n;
 	}
 	return SIZE_MAX;
+}
+
+void kb_patch_head(struct patch_insert *ins, const char *code, const char *text, size_t open, size_t close,
+		   const char *const *elems, size_t nr)
+{
+	size_t k, line;
+
+	for (k = open + 1; k < close && strchr(" \t\\", code[k]); k++)
+		;
+	if (k < close && strchr("\r\n", code[k])) {
+		/* one element a line: new lines at the bracket's head, in the next element's indentation */
+		for (line = k; text[line] != '\n'; line++)
+			;
+		ins->at = ++line;
+		for (k = line; k < close && strchr(" \t", text[k]); k++)
+			;
+		for (size_t i = 0; i < nr; i++)
+			strbuf_addf(&ins->text, "%.*s%s,%s", (int)(k - line), text + line, elems[i],
+				    line >= 2 && text[line - 2] == '\r' ? "\r\n" : "\n");
+	} else {
+		/* a one-line bracket: the new elements first, on that line */
+		ins->at = open + 1;
+		for (size_t i = 0; i < nr; i++)
+			strbuf_addf(&ins->text, "%s%s", elems[i], i + 1 < nr || k < close ? ", " : "");
+	}
+}
+
+void kb_patch_apply(struct strbuf *out, const char *text, size_t len, struct patch_insert *ins, size_t nr)
+{
+	size_t from = 0;
+
+	strbuf_reset(out);
+	for (size_t i = 0; i < nr; i++) {
+		strbuf_add(out, text + from, ins[i].at - from);
+		strbuf_add(out, ins[i].text.buf, ins[i].text.len);
+		from = ins[i].at;
+	}
+	strbuf_add(out, text + from, len - from);
 }
 
 /* Is cls imported by name from torch.utils.cpp_extension (a from-import at any level)? */
@@ -38,7 +78,7 @@ static bool imports_class(const struct kb_pylines *pl, const char *cls)
 		size_t n = l->body_end - l->code;
 
 		if (kb_pyline_starts(pl, l, "from") && memmem(c, n, "torch.utils.cpp_extension", 25) &&
-		    find_word(pl, l->code, cls) < l->body_end)
+		    kb_pyview_word(pl, l->code, cls, false) < l->body_end)
 			return true;
 	}
 	return false;
@@ -48,7 +88,7 @@ static bool imports_class(const struct kb_pylines *pl, const char *cls)
 static size_t ext_list(const struct kb_pylines *pl)
 {
 	const char *c = pl->code.buf;
-	size_t k = find_word(pl, 0, "ext_modules");
+	size_t k = kb_pyview_word(pl, 0, "ext_modules", false);
 
 	if (k == SIZE_MAX)
 		return SIZE_MAX;
@@ -89,8 +129,10 @@ int kb_setup_patch(struct strbuf *out, const char *text, size_t len, const struc
 		   struct strbuf *why)
 {
 	const char *cls = !strcmp(e->backend, "cuda") ? "CUDAExtension" : "CppExtension";
+	struct patch_insert ins = { 0, false, STRBUF_INIT };
+	struct strvec elems = STRVEC_INIT;
 	struct kb_pylines pl;
-	size_t open, close, line, k;
+	size_t open, close;
 	int rc = KB_ENOTSUPPORTED;
 
 	kb_pylines_init(&pl, text, len);
@@ -110,34 +152,19 @@ int kb_setup_patch(struct strbuf *out, const char *text, size_t len, const struc
 		strbuf_addf(why, "setup.py builds %s already", e->dir);
 		goto out;
 	}
-	for (k = open + 1; k < close && strchr(" \t\\", pl.code.buf[k]); k++)
-		;
-	if (k < close && strchr("\r\n", pl.code.buf[k])) {
-		/* one element a line: new lines at the list's head, in the next element's indentation */
-		for (line = open; text[line] != '\n'; line++)
-			;
-		line++;
-		for (k = line; k < close && strchr(" \t", text[k]); k++)
-			;
-		strbuf_add(out, text, line);
-		for (size_t i = 0; i < e->nr_kernels; i++) {
-			strbuf_add(out, text + line, k - line);
-			element(out, e, cls, e->kernels[i]);
-			strbuf_addf(out, ",%s", kb_patch_eol(&pl, text, line));
-		}
-		strbuf_add(out, text + line, len - line);
-	} else {
-		/* a one-line list: the new elements first, on that line */
-		strbuf_add(out, text, open + 1);
-		for (size_t i = 0; i < e->nr_kernels; i++) {
-			element(out, e, cls, e->kernels[i]);
-			if (i + 1 < e->nr_kernels || k < close)
-				strbuf_addstr(out, ", ");
-		}
-		strbuf_add(out, text + open + 1, len - open - 1);
+	for (size_t i = 0; i < e->nr_kernels; i++) {
+		struct strbuf el = STRBUF_INIT;
+
+		element(&el, e, cls, e->kernels[i]);
+		strvec_push(&elems, el.buf);
+		strbuf_release(&el);
 	}
+	kb_patch_head(&ins, pl.code.buf, text, open, close, (const char *const *)elems.v, elems.nr);
+	kb_patch_apply(out, text, len, &ins, 1);
 	rc = 0;
 out:
+	strbuf_release(&ins.text);
+	strvec_clear(&elems);
 	kb_pylines_release(&pl);
 	return rc;
 }

@@ -35,6 +35,7 @@ void kb_torch_op_release(struct kb_torch_op *op)
 		free(op->speed[i].ranges);
 	}
 	free(op->speed);
+	cJSON_Delete(op->attributes);
 	free(op->inputs);
 	free(op->name);
 	memset(op, 0, sizeof(*op));
@@ -217,6 +218,64 @@ static void inputs_literal(struct strbuf *out, const struct kb_torch_op *op)
 	}
 }
 
+void kb_torch_op_set_attributes(struct kb_torch_op *op, const cJSON *attributes)
+{
+	cJSON_Delete(op->attributes);
+	op->attributes = attributes ? cJSON_Duplicate(attributes, true) : NULL;
+}
+
+/* One recorded value as Python: a number, True/False/None, a string, a tuple of those. */
+static void py_literal(struct strbuf *out, const cJSON *v)
+{
+	const cJSON *x;
+
+	if (cJSON_IsBool(v))
+		strbuf_addstr(out, cJSON_IsTrue(v) ? "True" : "False");
+	else if (cJSON_IsNumber(v))
+		strbuf_addf(out, "%.17g", v->valuedouble);
+	else if (cJSON_IsString(v))
+		kb_pytext_json_string(out, v->valuestring);
+	else if (cJSON_IsArray(v)) {
+		int n = cJSON_GetArraySize(v);
+
+		strbuf_addch(out, '(');
+		cJSON_ArrayForEach(x, v) {
+			py_literal(out, x);
+			strbuf_addstr(out, ", ");
+		}
+		/* "(a, b)", "(a,)", "()" */
+		if (n)
+			strbuf_setlen(out, out->len - (n > 1 ? 2 : 1));
+		strbuf_addch(out, ')');
+	} else
+		strbuf_addstr(out, "None");
+}
+
+/* ATTRIBUTES: {"": {"scale": 0.5}, "linear": {"in_features": 256}} or None */
+static void attributes_literal(struct strbuf *out, const cJSON *attrs)
+{
+	const cJSON *sub, *a;
+
+	if (!cJSON_IsObject(attrs)) {
+		strbuf_addstr(out, "None");
+		return;
+	}
+	strbuf_addstr(out, "{\n");
+	cJSON_ArrayForEach(sub, attrs) {
+		strbuf_addstr(out, "    ");
+		kb_pytext_json_string(out, sub->string);
+		strbuf_addstr(out, ": {");
+		cJSON_ArrayForEach(a, sub) {
+			kb_pytext_json_string(out, a->string);
+			strbuf_addstr(out, ": ");
+			py_literal(out, a);
+			strbuf_addstr(out, a->next ? ", " : "");
+		}
+		strbuf_addstr(out, "},\n");
+	}
+	strbuf_addstr(out, "}");
+}
+
 /* MIN_SPEEDUP and FASTER: {"float32": ((0, 16384), (65536, None)),} or None */
 static void faster_literal(struct strbuf *min, struct strbuf *out, const struct kb_torch_op *op)
 {
@@ -246,12 +305,12 @@ static void faster_literal(struct strbuf *min, struct strbuf *out, const struct 
 
 enum slot {
 	DOC_NAME, DOC_SIG, VERSION, NAME, IDENT, INPUTS, N_OUTPUTS, ARGS, SIGNATURE, GRADS,
-	GRAD_SIGNATURE, RETURNS, SCHEMA, MIN_SPEEDUP, FASTER, NR_SLOTS
+	GRAD_SIGNATURE, RETURNS, SCHEMA, MIN_SPEEDUP, FASTER, ATTRIBUTES, NR_SLOTS
 };
 
 static const char *const slot_names[NR_SLOTS] = {
 	"DOC_NAME", "DOC_SIG", "VERSION", "NAME", "IDENT", "INPUTS", "N_OUTPUTS", "ARGS", "SIGNATURE",
-	"GRADS", "GRAD_SIGNATURE", "RETURNS", "SCHEMA", "MIN_SPEEDUP", "FASTER",
+	"GRADS", "GRAD_SIGNATURE", "RETURNS", "SCHEMA", "MIN_SPEEDUP", "FASTER", "ATTRIBUTES",
 };
 
 void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op)
@@ -295,6 +354,7 @@ void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op)
 	}
 	kb_pytext_json_string(&v[SCHEMA], schema.buf);
 	faster_literal(&v[MIN_SPEEDUP], &v[FASTER], op);
+	attributes_literal(&v[ATTRIBUTES], op->attributes);
 	kb_pytext_fill(out, kb_torch_op_py, slot_names, v, NR_SLOTS);
 	for (size_t i = 0; i < NR_SLOTS; i++)
 		strbuf_release(&v[i]);

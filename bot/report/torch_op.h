@@ -67,6 +67,7 @@ struct kb_torch_op {
 	double min_speedup;          /* the speed gate's threshold; 0: no gate (kb_torch_op_speed_gate) */
 	struct kb_op_speed *speed;
 	size_t nr_speed;
+	cJSON *attributes;           /* ATTRIBUTES: the wiring check's record (owned); NULL: None */
 };
 
 void kb_torch_op_init(struct kb_torch_op *op);
@@ -101,6 +102,13 @@ int kb_torch_op_speed_gate(struct kb_torch_op *op, const cJSON *evidence, double
 
 /* The gate as JSON for the evidence: {"min_speedup": x, "faster": {"float32": [[lo, hi|null]]}}; NULL: none. */
 cJSON *kb_torch_op_speed_json(const struct kb_torch_op *op);
+
+/*
+ * The module's settings as the wiring check recorded them (verifier/wiring.h:
+ * sanitized, {"path": {"name": value}}), for ops.configured; copied. NULL
+ * clears them.
+ */
+void kb_torch_op_set_attributes(struct kb_torch_op *op, const cJSON *attributes);
 
 /* ops.py's text, appended to out. */
 void kb_torch_op_render(struct strbuf *out, const struct kb_torch_op *op);

@@ -101,6 +101,36 @@ static void speed_gate(struct strbuf *sb, const cJSON *w)
 		    used, runs);
 }
 
+/* "**Settings guard**: ... `scale` = 0.5, `linear.in_features` = 256 ...": what configured() compares. */
+static void settings_guard(struct strbuf *sb, const cJSON *w)
+{
+	const cJSON *attrs = cJSON_GetObjectItemCaseSensitive(w, "attributes"), *sub, *a;
+	size_t n = 0;
+
+	if (!cJSON_IsObject(attrs) || !cJSON_GetArraySize(attrs))
+		return;
+	strbuf_addstr(sb, "**Settings guard**: the kernel computes with the verified module's settings baked "
+		      "in, so `ops.configured(self)` lets it run only in a module built alike: ");
+	cJSON_ArrayForEach(sub, attrs)
+		cJSON_ArrayForEach(a, sub) {
+			char *v = cJSON_PrintUnformatted(a);
+			struct strbuf name = STRBUF_INIT;
+
+			if (++n <= 8) {
+				strbuf_addf(&name, "%s%s%s", sub->string, *sub->string ? "." : "", a->string);
+				strbuf_addstr(sb, n > 1 ? ", " : "");
+				kb_md_code_n(sb, name.buf, 120, false);
+				strbuf_addstr(sb, " = ");
+				kb_md_code_n(sb, v ? v : "?", 80, false);
+			}
+			free(v);
+			strbuf_release(&name);
+		}
+	if (n > 8)
+		strbuf_addf(sb, " and %zu more", n - 8);
+	strbuf_addstr(sb, ".\n\n");
+}
+
 static void configs_table(struct strbuf *sb, const cJSON *w)
 {
 	static const char *const head[] = { "config", "seed", "kernel calls", "outputs max abs err",
@@ -181,7 +211,8 @@ void kb_wire_markdown(struct strbuf *sb, const cJSON *w)
 		      "eval-mode forward; the operator registered as ");
 	kb_md_code_n(sb, *str(w, "implementation") ? str(w, "implementation") : "?", 40, false);
 	strbuf_addf(sb, "): **%s**: %d of %d config and seed runs agree in outputs and gradients",
-		    !strcmp(verdict, "wired") ? "wired" : !strcmp(verdict, "mismatch") ? "MISMATCH" : "error",
+		    !strcmp(verdict, "wired") ? "wired" : !strcmp(verdict, "mismatch") ? "MISMATCH"
+			: !strcmp(verdict, "unguarded") ? "NOT GUARDED" : "error",
 		    agree, runs);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fb, "ok")))
 		strbuf_addf(sb, "; a %s call ran the original code", str(fb, "dtype"));
@@ -197,6 +228,7 @@ void kb_wire_markdown(struct strbuf *sb, const cJSON *w)
 	}
 	strbuf_addstr(sb, "\n\n");
 	speed_gate(sb, w);
+	settings_guard(sb, w);
 	if (runs)
 		configs_table(sb, w);
 	tests_line(sb, w);

@@ -63,7 +63,7 @@ static cJSON *request(const struct kb_wire *w, const struct kb_wire_spec *s, con
 	cJSON *req = cJSON_CreateObject(), *ov = cJSON_AddArrayToObject(req, "overlays"), *pair;
 	cJSON *sp = cJSON_AddArrayToObject(req, "sys_path"), *tests = cJSON_AddArrayToObject(req, "tests");
 
-	kb_wire_package(&ops, s->op_dir);
+	kb_wire_package(&ops, s->op_dir, s->sys_path, s->nr_sys_path);
 	strbuf_addstr(&ops, ".ops");
 	cJSON_AddNumberToObject(req, "protocol", 1);
 	cJSON_AddStringToObject(req, "tree", s->repo_dir);
@@ -97,41 +97,26 @@ static cJSON *request(const struct kb_wire *w, const struct kb_wire_spec *s, con
 	return req;
 }
 
-/* The patched files the overlay holds: the module, setup.py when changed. */
-static int stage_files(const struct kb_wire *w, const struct kb_wire_spec *s, const char *stage)
-{
-	struct strbuf path = STRBUF_INIT;
-	char *slash;
-	int rc = 0;
-
-	strbuf_addf(&path, "%s/%s", stage, s->module_path);
-	slash = strrchr(path.buf, '/');
-	*slash = '\0';
-	if (kb_mkdir_p(path.buf, 0755))
-		rc = error_errno("could not create '%s'", path.buf);
-	*slash = '/';
-	if (!rc && kb_write_file_atomic(path.buf, w->patch.text.buf, w->patch.text.len))
-		rc = error("could not write '%s'", path.buf);
-	strbuf_reset(&path);
-	strbuf_addf(&path, "%s/setup.py", stage);
-	if (!rc && w->setup_changed && kb_write_file_atomic(path.buf, w->setup_py.buf, w->setup_py.len))
-		rc = error("could not write '%s'", path.buf);
-	strbuf_release(&path);
-	return rc;
-}
-
 int kb_wire_prove(struct kb_wire *w, const struct kb_wire_spec *s, const struct kb_harness *h)
 {
 	struct strbuf stage = STRBUF_INIT;
 	cJSON *req = NULL;
 	int rc = -1;
 
-	if (kb_wiring_tmpdir(h, "kb-wire", &stage) || stage_files(w, s, stage.buf))
+	/* the overlay: the patched module and w->files (the build, the new __init__.py files) */
+	if (kb_wiring_tmpdir(h, "kb-wire", &stage) || kb_wire_write_files(w, s, stage.buf))
 		goto out;
 	req = request(w, s, stage.buf);
 	cJSON_Delete(w->proof);
 	w->proof = NULL;
 	rc = kb_wiring_check(h, req, &w->proof);
+	/* ops.py as the branch gets it: the module's settings the check recorded guard the kernel */
+	if (!rc && w->proof) {
+		kb_torch_op_set_attributes(&w->op, cJSON_GetObjectItemCaseSensitive(w->proof, "attributes"));
+		strbuf_reset(&w->ops_py);
+		kb_torch_op_render(&w->ops_py, &w->op);
+		rc = kb_wire_write_run(w, s);
+	}
 out:
 	if (stage.len && kb_rm_rf(stage.buf))
 		log_warn("could not remove '%s'", stage.buf);
@@ -184,7 +169,7 @@ int kb_wire_record_refusal(const struct kb_wire_spec *s, const char *why)
 
 int kb_wire_record(const struct kb_wire *w, const struct kb_wire_spec *s)
 {
-	cJSON *rec, *gate;
+	cJSON *rec, *gate, *files;
 
 	rec = w->proof ? cJSON_Duplicate(w->proof, true) : cJSON_CreateObject();
 	cJSON_AddStringToObject(rec, "module", s->module_path);
@@ -196,7 +181,13 @@ int kb_wire_record(const struct kb_wire *w, const struct kb_wire_spec *s)
 	cJSON_AddStringToObject(rec, "call", w->patch.args.buf);
 	cJSON_AddStringToObject(rec, "op_dir", s->op_dir);
 	cJSON_AddStringToObject(rec, "build", w->build_note.buf);
-	cJSON_AddBoolToObject(rec, "setup_changed", w->setup_changed);
+	files = cJSON_AddArrayToObject(rec, "files");
+	for (size_t i = 0; i < w->nr_files; i++)
+		cJSON_AddItemToArray(files, cJSON_CreateString(w->files[i].path));
+	if (w->build_add.len) {
+		cJSON_AddStringToObject(rec, "build_add", w->build_add.buf);
+		cJSON_AddStringToObject(rec, "build_add_file", w->build_add_file);
+	}
 	if (s->nr_tests) {
 		cJSON *sel = cJSON_AddArrayToObject(rec, "tests_selection");
 

@@ -44,6 +44,24 @@ class Moody(Block):
         return y if self.training else y * 0.5
 
 
+class Scaled(Block):
+    def __init__(self, in_features, out_features, scale=1.0):
+        super().__init__(in_features, out_features)
+        self.scale = scale
+
+    def forward(self, x):
+        return F.gelu(self.linear(x)) * self.scale
+
+
+class Masked(Block):
+    def __init__(self, in_features, out_features):
+        super().__init__(in_features, out_features)
+        self.mask = torch.ones(out_features)
+
+    def forward(self, x):
+        return F.gelu(self.linear(x)) * self.mask
+
+
 class Counting(Block):
     def __init__(self, in_features, out_features):
         super().__init__(in_features, out_features)

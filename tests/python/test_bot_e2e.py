@@ -29,7 +29,8 @@ tuning kept small. Covered:
 - a time budget that ends mid-search: the best kernel so far is published
   and the pull request says the budget cut the search short;
 - [bot] max_jobs = 2: two operators of one pull request searched at the
-  same time, two pull requests, one progress comment;
+  same time, two pull requests, one progress comment; with [harness]
+  devices = 0,1 each job on a device of its own, as its evidence says;
 - the bot as a GitHub App: JWT, installation tokens (one expired mid-job
   and renewed, the push made with the new one), a check run with the
   summary and no commit status;
@@ -204,12 +205,17 @@ class World:
         self.daemons = []
 
     def config(self, name="bot.ini", poll=1, webhook=False, token=True, slow=False,
-               budget=600, max_jobs=1, points=2, build_jobs=0, wire_min_speedup=0):
+               budget=600, max_jobs=1, points=2, build_jobs=0, wire_min_speedup=0,
+               devices=None):
+        """devices: [harness] devices, leased to the jobs; the backend is then auto
+        (the cpu backend leases nothing), which is cpu on a machine without a GPU."""
         path = str(self.tmp / name)
         with open(path, "w") as f:
             f.write("[core]\nstate_dir = %s\nlog_level = debug\n" % self.state)
-            f.write("[harness]\npython = %s\nbackend = cpu\nseeds = 1\nmax_configs = 2\n"
-                    "timeout_s = 120\n" % sys.executable)
+            f.write("[harness]\npython = %s\nbackend = %s\nseeds = 1\nmax_configs = 2\n"
+                    "timeout_s = 120\n" % (sys.executable, "auto" if devices else "cpu"))
+            if devices:
+                f.write("devices = %s\n" % devices)
             if build_jobs:
                 f.write("build_jobs = %d\n" % build_jobs)
             f.write("[bench]\nwarmup = 1\nmin_time_ms = %d\nmax_reps = %d\nbaselines = eager\n"
@@ -709,10 +715,12 @@ def test_tiny_budget_publishes_the_best_so_far(world):
 def test_two_jobs_at_once(tmp_path):
     """[bot] max_jobs = 2 and two operators in one labelled pull request:
     both searches run at the same time, both pull requests open, one
-    progress comment."""
+    progress comment. [harness] devices = 0,1: each job leases a device of
+    its own (devices_per_job auto: 2 / 2), its children get it (run.ini,
+    KB_DEVICE_LEASE, which the evidence records as an exclusive lease)."""
     w = World(tmp_path, extra_ops=[("kb_softmax.py", "ops/kb_softmax.py")])
     try:
-        p = w.daemon(w.config(max_jobs=2), "--until-idle")
+        p = w.daemon(w.config(max_jobs=2, devices="0,1"), "--until-idle")
         most, seen_both = 0, None
         end = time.time() + 300
         while p.poll() is None and time.time() < end:
@@ -735,6 +743,19 @@ def test_two_jobs_at_once(tmp_path):
             files = git("--git-dir", w.bare, "ls-tree", "-r", "--name-only",
                         "kernelbot/pr-1/" + slug).split("\n")
             assert "kernelbot/%s/evidence.json" % slug in files
+        # two devices, one each: the log, the child's config and its evidence agree
+        leased = dict(re.findall(r"job (\d+): devices (\S+), its own until it ends", w.log()))
+        assert sorted(leased.values()) == ["0", "1"], w.log()
+        for job_id, op in w.db("SELECT id, operator FROM jobs"):
+            dev = leased[str(job_id)]
+            with open(os.path.join(w.state, "jobs", str(job_id), "run.ini")) as f:
+                assert re.search(r"^devices = %s$" % dev, f.read(), re.M)
+            slug = os.path.basename(op)[:-3]
+            ev = json.loads(git("--git-dir", w.bare, "show", "kernelbot/pr-1/%s:kernelbot/%s/"
+                                "evidence.json" % (slug, slug)))
+            assert ev["kernelbot"]["placement"] == {
+                "device": "cpu", "fresh": True, "shared_with": [],
+                "lease": {"devices": [dev], "exclusive": True}}, ev["kernelbot"]
         opened = [r for r in w.sim.requests()
                   if r["method"] == "POST" and r["path"] == "/repos/%s/pulls" % REPO]
         assert len(opened) == 2

@@ -95,8 +95,9 @@ def test_modules_of_a_pull_request(tmp_path):
         prs = w.bot_prs()
         assert [pr["pr"]["head"]["ref"] for pr in prs] == ["kernelbot/pr-1/act"]
         files = E.git("--git-dir", w.bare, "ls-tree", "-r", "--name-only", "kernelbot/pr-1/act")
+        # acts/ is a package: the folder lies inside it (acts/_kernelbot/<slug>/)
         for name in ("kernel.cpp", "binding.py", "evidence.json", "kernel.json"):
-            assert "kernelbot/act/%s" % name in files.split("\n"), files
+            assert "acts/_kernelbot/act/%s" % name in files.split("\n"), files
         # the operator file made in the checkout is not committed beside the repository's files
         assert "kernelbot_op_act.py" not in files.split("\n")
 

@@ -76,7 +76,8 @@ def test_patch_and_kernel_in_the_module(run_dir):
                                             lineterm="", n=0) if l[:1] in "+-" and l[:3] not in ("+++", "---")]
     assert diff == [
         "+import kernelbot.kb_linear_gelu.ops as _kb_kb_linear_gelu",
-        "+        if _kb_kb_linear_gelu.supported(x, self.linear.weight, self.linear.bias):",
+        "+        if _kb_kb_linear_gelu.supported(x, self.linear.weight, self.linear.bias) and "
+        "_kb_kb_linear_gelu.configured(self):",
         "+            return _kb_kb_linear_gelu.kb_linear_gelu(x, self.linear.weight, self.linear.bias)",
     ], diff
     shutil.copytree(str(run_dir["run"]), str(r / "kernelbot" / "kb_linear_gelu"))
@@ -138,6 +139,49 @@ def test_wiring_check_catches_mode_and_state(run_dir, cls, why):
              '{"args": [256, 512]}', "--check")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "check: mismatch" in p.stdout and why in p.stdout, p.stdout
+
+
+SETTINGS = PROLOGUE + '''
+import torch.nn.functional as F
+out = {"attributes": ops.ATTRIBUTES}
+x = torch.randn(8, 256)
+for scale in (1.0, 2.0):
+    m = model.Scaled(256, 512, scale=scale)
+    calls = ops.CALLS
+    y = m(x)
+    out[str(scale)] = {"calls": ops.CALLS - calls,
+                       "err": (y - F.gelu(m.linear(x)) * scale).abs().max().item()}
+print(json.dumps(out))
+'''
+
+
+def test_settings_guard_the_kernel(run_dir):
+    """The kernel computes with the verified module's settings baked in: the check records
+    them into ops.py, and a module built with another scale runs its original code."""
+    r = make_repo(run_dir["dir"], "repo-scaled")
+    p = wire(run_dir, r, "-c", run_dir["config"], "--module", "model.py:Scaled", "--init",
+             '{"args": [256, 512]}', "--check", "--write")
+    assert p.returncode == 0, p.stdout + p.stderr
+    w = json.loads((run_dir["run"] / "evidence.json").read_text())["wiring"]
+    assert w["verdict"] == "wired" and w["attributes"][""] == {"scale": 1}, w
+    assert w["attributes"]["linear"] == {"in_features": 256, "out_features": 512}, w
+    shutil.copytree(str(run_dir["run"]), str(r / "kernelbot" / "kb_linear_gelu"))
+    c = subprocess.run([sys.executable, "-c", SETTINGS], cwd=str(r), capture_output=True, text=True,
+                       timeout=300)
+    assert c.returncode == 0, c.stderr
+    got = json.loads(c.stdout.strip().splitlines()[-1])
+    assert got["1.0"]["calls"] == 1 and got["2.0"]["calls"] == 0, got
+    assert got["1.0"]["err"] < 1e-5 and got["2.0"]["err"] < 1e-5, got
+
+
+def test_settings_no_guard_can_compare(run_dir):
+    """A plain tensor attribute (no buffer): the check cannot guard it, so no wiring."""
+    r = make_repo(run_dir["dir"], "repo-masked")
+    p = wire(run_dir, r, "-c", run_dir["config"], "--module", "model.py:Masked", "--init",
+             '{"args": [256, 512]}', "--check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "check: unguarded" in p.stdout and "mask (Tensor)" in p.stdout, p.stdout
+    assert "register_buffer" in p.stdout
 
 
 def test_varargs_refused(run_dir):

@@ -615,6 +615,9 @@ static void test_modop_record(void **state)
 	assert_non_null(strstr(why.buf, "left out: 1 call where forward was called with arguments that "
 				       "cannot be given by position\n"));
 	assert_non_null(strstr(why.buf, "9 calls of A recorded, 4 distinct; the 1 most frequent are"));
+	/* the init the wiring check builds the module with: JSON made from the checked values */
+	assert_string_equal(kb_modop_recorded_init(&m), "{\"args\":[64],\"kwargs\":{\"eps\":1e-06,"
+			    "\"act\":\"gelu\",\"dims\":[2],\"on\":true}}");
 	kb_modop_release(&m);
 	kb_repo_config_release(&rc);
 
@@ -623,6 +626,48 @@ static void test_modop_record(void **state)
 	assert_int_equal(kb_modop_from_record(&m, good_record, strlen(good_record), 1, &rc.ops[0], &why), 0);
 	assert_int_equal(m.forms[0].init.nr, 1);
 	assert_string_equal(m.forms[0].init.v[0], "7");
+	assert_null(kb_modop_recorded_init(&m)); /* the wiring builds it with the section's */
+	kb_modop_release(&m);
+	kb_repo_config_release(&rc);
+	strbuf_release(&why);
+}
+
+/* Two inits: the one with the most calls among the searched shape sets is the wiring's. */
+static void test_modop_recorded_init(void **state)
+{
+	static const char *const rec =
+		"{\"version\": 1, \"collected\": 2, \"passed\": 2, \"failed\": 0, \"skipped\": 0, \"errors\": 0,"
+		" \"records\": ["
+		"{\"count\": 5, \"init\": {\"args\": [[\"float\", \"0.5\"]], \"kwargs\": {}},"
+		" \"inputs\": [{\"tensor\": {\"shape\": [4, 8], \"dtype\": \"float32\"}}]},"
+		"{\"count\": 4, \"init\": {\"args\": [], \"kwargs\": {\"scale\": [\"int\", 2],"
+		"  \"mode\": [\"list\", [[\"str\", \"a\"], [\"none\"]]]}},"
+		" \"inputs\": [{\"tensor\": {\"shape\": [4, 8], \"dtype\": \"float32\"}}]},"
+		"{\"count\": 3, \"init\": {\"args\": [], \"kwargs\": {\"scale\": [\"int\", 2],"
+		"  \"mode\": [\"list\", [[\"str\", \"a\"], [\"none\"]]]}},"
+		" \"inputs\": [{\"tensor\": {\"shape\": [16, 8], \"dtype\": \"float32\"}}]}]}";
+	static const char *const two = "{\"args\":[],\"kwargs\":{\"scale\":2,\"mode\":[\"a\",null]}}";
+	struct kb_repo_config rc;
+	struct kb_modop m = KB_MODOP_INIT;
+	struct strbuf why = STRBUF_INIT;
+
+	parse(&rc, &why, "[operator a]\nmodule = a.py:A\ntests = t.py\n");
+	/* 7 calls with scale=2 against 5 with 0.5 */
+	assert_int_equal(kb_modop_from_record(&m, rec, strlen(rec), 8, &rc.ops[0], &why), 0);
+	assert_int_equal(m.nr_forms, 3);
+	assert_string_equal(kb_modop_recorded_init(&m), two);
+	kb_modop_release(&m);
+	/* two shape sets: the third call was not searched, 0.5's 5 calls lead 4 */
+	assert_int_equal(kb_modop_from_record(&m, rec, strlen(rec), 2, &rc.ops[0], &why), 0);
+	assert_int_equal(m.nr_forms, 2);
+	assert_string_equal(kb_modop_recorded_init(&m), "{\"args\":[0.5],\"kwargs\":{}}");
+	kb_modop_release(&m);
+	kb_repo_config_release(&rc);
+	/* shapes from the section: no recorded init */
+	parse(&rc, &why, "[operator a]\nmodule = a.py:A\ninputs = float32[4, 8]\n");
+	assert_int_equal(kb_modop_from_section(&m, &rc.ops[0]), 0);
+	assert_int_equal(m.nr_forms, 1);
+	assert_null(kb_modop_recorded_init(&m));
 	kb_modop_release(&m);
 	kb_repo_config_release(&rc);
 	strbuf_release(&why);
@@ -765,6 +810,7 @@ int main(void)
 		cmocka_unit_test(test_job_path),
 		cmocka_unit_test(test_modop_section),
 		cmocka_unit_test(test_modop_record),
+		cmocka_unit_test(test_modop_recorded_init),
 		cmocka_unit_test(test_modop_record_refused),
 		cmocka_unit_test(test_modop_hint),
 		cmocka_unit_test(test_module_slug),

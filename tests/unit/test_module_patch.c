@@ -105,7 +105,7 @@ static void test_spaces_docstring_from_import(void **state)
 	       "\n"
 	       "        Two lines of docstring.\n"
 	       "        \"\"\"\n"
-	       "        if _kb_mlp.supported(x, self.fc.weight, self.fc.bias):\n"
+	       "        if _kb_mlp.supported(x, self.fc.weight, self.fc.bias) and _kb_mlp.configured(self):\n"
 	       "            return _kb_mlp.mlp(x, self.fc.weight, self.fc.bias)\n"
 	       "        return torch.nn.functional.gelu(self.fc(x))\n");
 	/* the lines reported are the inserted ones */
@@ -137,7 +137,7 @@ static void test_tabs_crlf_plain_import(void **state)
 	       "\r\n"
 	       "class MLP(nn.Module):\r\n"
 	       "\tdef forward(self, x):\r\n"
-	       "\t\tif _kb_mlp.supported(x, self.fc.weight, self.fc.bias):\r\n"
+	       "\t\tif _kb_mlp.supported(x, self.fc.weight, self.fc.bias) and _kb_mlp.configured(self):\r\n"
 	       "\t\t\treturn _kb_mlp.mlp(x, self.fc.weight, self.fc.bias)\r\n"
 	       "\t\ty = self.fc(x)\r\n"
 	       "\t\treturn y\r\n");
@@ -173,7 +173,7 @@ static void test_decorator_type_hints(void **state)
 	       "              x: torch.Tensor,  # (batch, features)\n"
 	       "              scale: Optional[float] = None,\n"
 	       "              mode: str = \"fast\") -> torch.Tensor:\n"
-	       "    if scale is None and mode == \"fast\" and _kb_mlp.supported(x, self.fc.weight, self.fc.bias):\n"
+	       "    if scale is None and mode == \"fast\" and _kb_mlp.supported(x, self.fc.weight, self.fc.bias) and _kb_mlp.configured(self):\n"
 	       "      return _kb_mlp.mlp(x, self.fc.weight, self.fc.bias)\n"
 	       "    return self.fc(x)\n");
 }
@@ -218,7 +218,7 @@ static void test_try_imports_module_paths(void **state)
 	       "\n"
 	       "class Net(torch.nn.Module):\n"
 	       "    def forward(self, x):\n"
-	       "        if _kb_mlp.supported(x, self.layers[0].weight, self.stats.mean):\n"
+	       "        if _kb_mlp.supported(x, self.layers[0].weight, self.stats.mean) and _kb_mlp.configured(self):\n"
 	       "            return _kb_mlp.mlp(x, self.layers[0].weight, self.stats.mean)\n"
 	       "        return x\n");
 }
@@ -241,7 +241,7 @@ static void test_named_inputs_no_final_newline(void **state)
 	       "class Add:\n"
 	       "    def forward(self, a, b):\n"
 	       "        'Sum.'\n"
-	       "        if _kb_mlp.supported(b, a):\n"
+	       "        if _kb_mlp.supported(b, a) and _kb_mlp.configured(self):\n"
 	       "            return _kb_mlp.mlp(b, a)\n"
 	       "        return a + b");
 }
@@ -287,7 +287,7 @@ static void test_strings_in_signature(void **state)
 	       "import kernelbot.mlp.ops as _kb_mlp\n"
 	       "class M:\n"
 	       "    def forward(self, x, tag=\"a):(b\") -> 'Tensor':  # note: (\n"
-	       "        if tag == \"a):(b\" and _kb_mlp.supported(x):\n"
+	       "        if tag == \"a):(b\" and _kb_mlp.supported(x) and _kb_mlp.configured(self):\n"
 	       "            return _kb_mlp.mlp(x)\n"
 	       "        return x\n");
 }

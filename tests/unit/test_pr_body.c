@@ -1184,6 +1184,7 @@ static const struct {
 	{ KB_STAGE_ANALYSING, "### kernelbot: analysing\n" },
 	{ KB_STAGE_TUNING, "### kernelbot: tuning 3/8\n" },
 	{ KB_STAGE_VERIFYING, "### kernelbot: verifying\n" },
+	{ KB_STAGE_WIRING, "### kernelbot: wiring into the module\n" },
 	{ KB_STAGE_OPENING_PR, "### kernelbot: opening PR\n" },
 	{ KB_STAGE_DONE, "### kernelbot: done\n" },
 	{ KB_STAGE_FAILED, "### kernelbot: failed\n" },
@@ -1210,7 +1211,8 @@ static void progress_job(struct kb_progress_job *j, enum kb_stage stage)
 }
 
 static const char *const stage_names[] = { "queued", "fetching", "analysing", "tuning",
-					   "verifying", "opening-pr", "done", "failed", "cancelled" };
+					   "verifying", "wiring", "opening-pr", "done", "failed",
+					   "cancelled" };
 
 static void test_progress_stages(void **state)
 {

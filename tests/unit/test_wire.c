@@ -92,6 +92,7 @@ static void test_sanitize(void **state)
 		"  {\"config\": \"half\", \"seed\": 1, \"kernel_calls\": 0, \"buffers_ok\": true, \"eval_ok\": true,"
 		"   \"ok\": true}],"
 		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true},"
+		" \"attributes\": {\"\": {\"scale\": 0.5, \"mode\": \"tanh\"}, \"fc\": {\"dims\": [2, 3]}},"
 		" \"tests\": {\"ran\": true, \"passed\": 3, \"failed\": 1e30, \"skipped\": \"2\"}}";
 	cJSON *raw = cJSON_Parse(hostile), *w = kb_wiring_sanitize(raw), *c0, *t;
 	char *text = cJSON_PrintUnformatted(w);
@@ -117,7 +118,32 @@ static void test_sanitize(void **state)
 					       "kernel_calls", cJSON_CreateNumber(2));
 	w = kb_wiring_sanitize(raw);
 	assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")), "wired");
+	text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(w, "attributes"));
+	assert_string_equal(text, "{\"\":{\"scale\":0.5,\"mode\":\"tanh\"},\"fc\":{\"dims\":[2,3]}}");
+	free(text);
 	cJSON_Delete(w);
+	/* settings no guard can compare, named or dropped: agreeing runs, but not wired */
+	{
+		static const char *const bad[] = {
+			"{\"\": {\"x\": {\"nested\": 1}}}", "{\"a b\": {\"x\": 1}}", "{\"\": {\"x-y\": 1}}",
+			"{\"\": {\"token\": \"ghp_0123456789abcdef0123456789abcdef0123\"}}", "[1]",
+		};
+		cJSON *keep = cJSON_DetachItemFromObjectCaseSensitive(raw, "attributes");
+
+		for (size_t k = 0; k <= ARRAY_SIZE(bad); k++) {
+			if (k < ARRAY_SIZE(bad))
+				cJSON_AddItemToObject(raw, "attributes", cJSON_Parse(bad[k]));
+			else
+				cJSON_AddItemToObject(raw, "attributes_unknown", cJSON_Parse("[\"mask (Tensor)\"]"));
+			w = kb_wiring_sanitize(raw);
+			assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(w, "verdict")),
+					    "unguarded");
+			cJSON_Delete(w);
+			cJSON_DeleteItemFromObjectCaseSensitive(raw, "attributes");
+		}
+		cJSON_DeleteItemFromObjectCaseSensitive(raw, "attributes_unknown");
+		cJSON_AddItemToObject(raw, "attributes", keep);
+	}
 	/* an eval-mode forward or buffers that differ: no proof, whatever "ok" says */
 	for (int k = 0; k < 2; k++) {
 		cJSON *c1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(raw, "configs"), 1);
@@ -258,6 +284,7 @@ static void test_markdown_speed_gate(void **state)
 		" \"class\": \"Block\", \"import_line\": 5, \"guard_line\": 15, \"call\": \"x\","
 		" \"op_dir\": \"kernelbot/lg\", \"build\": \"\","
 		" \"speed_gate\": {\"min_speedup\": 1, \"faster\": {\"float32\": [[0, 200], [400, null]]}},"
+		" \"attributes\": {\"\": {\"scale\": 0.5}, \"fc\": {\"in_features\": 256}},"
 		" \"configs\": [{\"config\": \"a\", \"seed\": 0, \"kernel_calls\": 1, \"ok\": true, \"used\": true},"
 		"   {\"config\": \"b\", \"seed\": 0, \"kernel_calls\": 1, \"ok\": true, \"used\": false}],"
 		" \"fallback\": {\"dtype\": \"float64\", \"kernel_calls\": 0, \"ok\": true}}";
@@ -271,6 +298,9 @@ static void test_markdown_speed_gate(void **state)
 				  "of 400 elements or more"));
 	assert_non_null(strstr(md.buf, "The kernel is used on 1 of the 2 config and seed runs below."));
 	assert_non_null(strstr(md.buf, "| no: slower here |"));
+	assert_non_null(strstr(md.buf, "**Settings guard**: the kernel computes with the verified module's settings "
+				  "baked in, so `ops.configured(self)` lets it run only in a module built alike: "
+				  "`scale` = `0.5`, `fc.in_features` = `256`.\n"));
 	cJSON_Delete(w);
 	strbuf_reset(&md);
 	w = cJSON_Parse("{\"verdict\": \"not_wired\", \"module\": \"m.py\", \"class\": \"B\","

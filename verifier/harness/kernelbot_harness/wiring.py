@@ -236,6 +236,34 @@ def _fallback(torch, ops, cls, req, cfg):
     return {"dtype": other, "kernel_calls": calls, "ok": bool(ok and calls == 0)}
 
 
+MAX_ATTRIBUTES = 256
+
+
+def _attributes(torch, ops, model):
+    """The module's own settings (PROTOCOL.md "Wiring check"): per submodule path ("" the
+    module), its plain attributes in ops.plain's form, which the kernel computes with baked
+    in (a scale, an eps, a flag); and those of no plain kind ("path.name (type)"), which no
+    guard can compare. torch's own attributes of every module are left out."""
+    internal = set(vars(torch.nn.Module()))
+    attrs, unknown, n = {}, [], 0
+    for path, sub in model.named_modules():
+        own = {}
+        for name, v in sorted(vars(sub).items()):
+            if name in internal or isinstance(v, torch.nn.Module):
+                continue
+            p = ops.plain(v)
+            if p is ops.UNKNOWN:
+                unknown.append("%s (%s)" % ((path + "." if path else "") + name, type(v).__name__))
+                continue
+            own[name] = list(p) if isinstance(p, tuple) else p
+            n += 1
+        if own:
+            attrs[path] = own
+    if n > MAX_ATTRIBUTES:
+        unknown.append("%d attributes in all (at most %d are compared)" % (n, MAX_ATTRIBUTES))
+    return attrs, unknown
+
+
 def _pytest(req, root):
     """The repository's tests on the patched tree: counts by outcome and the kernel's calls."""
     out = os.path.join(req["workdir"], "pytest.json")
@@ -243,7 +271,8 @@ def _pytest(req, root):
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [os.path.normpath(os.path.join(root, p)) for p in req.get("sys_path") or ["."]]
     env["PYTHONPATH"] = os.pathsep.join(paths + [here])
-    env.update(KB_WIRING_OPS=req["ops_module"], KB_WIRING_OUT=out)
+    env.update(KB_WIRING_OPS=req["ops_module"], KB_WIRING_OUT=out,
+               KB_WIRING_ATTRIBUTES=json.dumps(req.get("attributes")))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
            "-p", "kernelbot_harness.wiring_plugin"] + list(req["tests"])
     try:
@@ -267,6 +296,13 @@ def check(req):
     root = _copy_tree(req)
     ops, cls = _imports(req, root)
     body = {"protocol": 1, "mode": "wiring", "implementation": ops.IMPLEMENTATION, "configs": []}
+    # the module's settings as init makes them: the patched module calls the kernel only
+    # when built alike (ops.configured), here and in the tests
+    init = req.get("init") or {}
+    attrs, unknown = _attributes(torch, ops, cls(*init.get("args", []), **init.get("kwargs", {})))
+    ops.ATTRIBUTES = req["attributes"] = body["attributes"] = attrs
+    if unknown:
+        body["attributes_unknown"] = unknown[:16]
     fitting = []
     for ci, cfg in enumerate(req["configs"]):
         for seed in range(int(req.get("seeds", 2))):
@@ -287,4 +323,11 @@ def check(req):
     bad = [c for c in body["configs"] if not c["ok"]]
     if bad:
         body["reasons"] = [{"check": "wiring", "message": _why(bad[0])}]
+    elif unknown:
+        body["verdict"] = "unguarded"
+        body["reasons"] = [{"check": "wiring", "message": (
+            "the module keeps settings no guard can compare (%s): the kernel computes with the "
+            "verified module's baked in, so a module built otherwise would get wrong results; "
+            "keep such settings as numbers, strings or flags, or tensors as buffers "
+            "(register_buffer)" % ", ".join(unknown[:4]))}]
     return body
