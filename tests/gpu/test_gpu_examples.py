@@ -143,7 +143,7 @@ def test_example_wired_on_the_device(tmp_path, name, section, path, cls, init, s
     assert p.returncode == 0 and w.get("verdict") == "wired", p.stdout + p.stderr
     assert w["tests"]["ran"] and w["tests"]["failed"] == 0 and w["tests"]["passed"] >= 2, w["tests"]
     # the branch: the run's folder at the operator's folder, the patched module
-    shutil.copytree(str(run), str(repo / w["op_dir"]))
+    shutil.copytree(str(run), str(repo / w["op_dir"]), dirs_exist_ok=True)
     ops_module = w["op_dir"].replace("/", ".")
     for sp in sys_path:
         if sp != "." and ops_module.startswith(sp + "."):
