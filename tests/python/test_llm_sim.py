@@ -778,3 +778,41 @@ def test_cpu_corpus_earns_its_verdicts(tmp_path):
                 bad.append("%s/%s: %s %s, expected %s" % (op.key, e.name, ev["verdict"],
                                                           sorted(checks), e.expect))
     assert not bad, "\n".join(bad)
+
+
+def test_latency_counts_only_calls_the_client_waits_for(sim):
+    """A call its client gave up (a deadline, a stop) stops counting as in flight at once,
+    so a peak of calls in flight is the client's; one waited for counts until answered."""
+    import socket
+    sim.latency(3000)
+    try:
+        body = json.dumps({"model": "sim", "messages": [{"role": "user", "content": kernel_prompt()}]})
+        s = socket.create_connection(("127.0.0.1", sim.port))
+        s.sendall(("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                   "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                   % (KEY, len(body), body)).encode())
+        for _ in range(100):
+            if sim.stats()["in_flight"] == 1:
+                break
+            time.sleep(0.02)
+        assert sim.stats()["in_flight"] == 1
+        s.close()   # the client gives the call up
+        for _ in range(50):   # well within the latency
+            st = sim.stats()
+            if st["in_flight"] == 0:
+                break
+            time.sleep(0.02)
+        assert st["in_flight"] == 0 and st["abandoned"] == 1, st
+        # a call waited for is answered after the latency and counted meanwhile
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            fut = ex.submit(sim.chat, kernel_prompt())
+            for _ in range(100):
+                if sim.stats()["in_flight"] == 1:
+                    break
+                time.sleep(0.02)
+            assert sim.stats()["in_flight"] == 1
+            status, _, _ = fut.result(timeout=30)
+        assert status == 200 and sim.stats()["in_flight"] == 0
+        assert sim.stats()["abandoned"] == 1 and sim.stats()["peak_in_flight"] == 1
+    finally:
+        sim.latency(0)

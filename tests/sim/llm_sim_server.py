@@ -5,6 +5,7 @@ log, and the /_sim/ control API."""
 import hashlib
 import json
 import random
+import select
 import socket
 import threading
 import time
@@ -94,7 +95,8 @@ class Core:
             self.brain.reset()
             self.stats = {"requests": 0, "by_path": {}, "by_status": {}, "by_purpose": {},
                           "by_entry": {}, "faults": 0, "scripted": 0, "prompt_tokens": 0,
-                          "completion_tokens": 0, "in_flight": 0, "peak_in_flight": 0}
+                          "completion_tokens": 0, "in_flight": 0, "peak_in_flight": 0,
+                          "abandoned": 0}
 
     def close(self):
         if self.log_file:
@@ -405,11 +407,36 @@ class Handler(BaseHTTPRequestHandler):
             latency = core.latency_ms
         self._counted = True
         try:
-            if latency:
-                time.sleep(latency / 1000.0)
+            if latency and not self._latency(latency / 1000.0):
+                # the client gave the call up (its deadline, a stop): no longer in flight
+                # from its side, so not from ours; nobody reads an answer
+                with core.lock:
+                    core.stats["abandoned"] = core.stats.get("abandoned", 0) + 1
+                self.close_connection = True
+                return None
             return self._model_answer(provider, path, raw)
         finally:
             self._uncount()
+
+    def _latency(self, seconds):
+        """Wait the configured latency; False when the client hung up meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            readable, _, _ = select.select([self.connection], [], [], left)
+            if not readable:
+                continue
+            try:
+                data = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                return False
+            if not data:
+                return False
+            # bytes of a next request on this connection: no hang-up; wait out the rest
+            time.sleep(max(0.0, end - time.monotonic()))
+            return True
 
     def _model_answer(self, provider, path, raw):
         core = self.server.core
