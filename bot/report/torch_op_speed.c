@@ -143,7 +143,7 @@ int kb_torch_op_speed_gate(struct kb_torch_op *op, const cJSON *evidence, double
 		if (t[i].speedup > best->speedup)
 			best = &t[i];
 	strbuf_addf(why, "it measured below %.2fx the module's own code on every timed config (best "
-		    "%.2fx at '%s'); the module is left unchanged ([bot] wire_min_speedup)", min_speedup,
+		    "%.2fx at '%s'; [bot] wire_min_speedup)", min_speedup,
 		    best->speedup, best->name);
 	qsort(t, n, sizeof(*t), by_dtype_then_numel);
 	for (size_t i = 0, j; i < n; i = j) {

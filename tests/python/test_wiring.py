@@ -254,7 +254,7 @@ def test_speed_gate_slower_everywhere_is_not_wired(run_dir, tmp_path):
              "--write", "--check")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "measured below 1.00x the module's own code on every timed config (best 0.90x at " \
-           "'own(batch_size=8,in_features=256,out_features=512)')" in p.stderr, p.stderr
+           "'own(batch_size=8,in_features=256,out_features=512)'; [bot] wire_min_speedup)" in p.stderr, p.stderr
     assert MODEL == (r / "model.py").read_text()
     w = json.loads((env["run"] / "evidence.json").read_text())["wiring"]
     assert w["verdict"] == "not_wired" and w["class"] == "Block", w
