@@ -18,6 +18,7 @@ and kept in $KB_GPU_EVIDENCE/examples.json.
 KB_GPU_SUITE_BACKEND=cpu runs it on the CPU (torch.compile only where torch
 has it): a dry run of this driver on a machine without a GPU, where
 KB_WIRE_MIN_SPEEDUP=0 lets a kernel slower than torch be wired all the same.
+KB_GPU_EXAMPLES_BUDGET_S: each `kernelbot run`'s time budget (default 90).
 """
 import json
 import os
@@ -115,7 +116,7 @@ def test_example_wired_on_the_device(tmp_path, name, section, path, cls, init, s
     opfile = p.stdout.strip().splitlines()[-1]
     run = tmp_path / "run"
     p = _kb("run", opfile, "--out", str(run), "-c", str(cfg), "--backend", BACKEND,
-            "--time-budget", "90")
+            "--time-budget", os.environ.get("KB_GPU_EXAMPLES_BUDGET_S") or "90")
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ev = json.loads((run / "evidence.json").read_text())
     sys_path = (["src"] if path.startswith("src/") else []) + ["."]

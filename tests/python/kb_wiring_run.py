@@ -116,10 +116,14 @@ def make_run_dir(d, backend="cpu"):
     shutil.copy(kernel, out / source)
     shutil.copy(op, out / "reference" / "kb_linear_gelu.py")
     shutil.copy(os.path.join(TOP, "verifier", "include", "kernelbot_abi.h"), out / "include")
-    for inc in ("/usr/include/dlpack/dlpack.h", "/usr/local/include/dlpack/dlpack.h"):
+    # the build's copy first: a GPU runner carries it and has no dlpack package
+    for inc in (os.path.join(os.path.dirname(BIN), "include", "dlpack", "dlpack.h"),
+                "/usr/include/dlpack/dlpack.h", "/usr/local/include/dlpack/dlpack.h"):
         if os.path.exists(inc):
             shutil.copy(inc, out / "include" / "dlpack")
             break
+    else:
+        raise AssertionError("no dlpack/dlpack.h beside %s nor in /usr/include or /usr/local/include" % BIN)
     (out / "kernel.json").write_text(json.dumps({
         "source": source, "backend": backend, "verdict": "verified", "pass": "forward",
         "binding": {"file": "binding.py", "operator_name": "kb_linear_gelu", "format": "kernelbench",
