@@ -12,6 +12,16 @@ void kb_budget_init(struct kb_budget *b, int64_t deadline_ms, int checks, int64_
 	b->items = 0;
 	b->check_items = ratio * KB_BUDGET_FRESH_FACTOR;
 	b->final_items = checks > 0 ? checks * b->check_items : 0.0;
+	b->span_ms = 0;
+	b->min_items = 0.0;
+}
+
+void kb_budget_cap_reserve(struct kb_budget *b, int64_t span_ms, int min_checks)
+{
+	double floor = (min_checks > 0 ? min_checks : 1) * b->check_items;
+
+	b->span_ms = span_ms > 0 ? span_ms : 0;
+	b->min_items = floor < b->final_items ? floor : b->final_items;
 }
 
 void kb_budget_spent(struct kb_budget *b, int64_t ms, size_t n)
@@ -41,7 +51,15 @@ static int64_t items_ms(const struct kb_budget *b, double items)
 
 int64_t kb_budget_reserve_ms(const struct kb_budget *b)
 {
-	return items_ms(b, b->final_items);
+	int64_t all = items_ms(b, b->final_items), one, cap;
+
+	if (!b->span_ms)
+		return all;
+	one = items_ms(b, b->min_items);
+	cap = (int64_t)((double)b->span_ms * KB_BUDGET_RESERVE_SHARE);
+	if (cap < one)
+		cap = one;
+	return all < cap ? all : cap;
 }
 
 int64_t kb_budget_check_ms(const struct kb_budget *b)

@@ -18,12 +18,18 @@
  * costs about this many times a screened item of the same seeds. */
 #define KB_BUDGET_FRESH_FACTOR 1.5
 
+/* The most of a run's span that the reserve of several final checks may
+ * hold (never less than one check): a short budget still searches. */
+#define KB_BUDGET_RESERVE_SHARE 0.34
+
 struct kb_budget {
 	int64_t deadline_ms;  /* kb_now_ms()'s clock; 0: no budget */
 	int64_t spent_ms;     /* wall time of the units measured */
 	int64_t items;        /* items in those units */
 	double check_items;   /* one final check, in screened items */
 	double final_items;   /* the final checks held in reserve, in screened items */
+	int64_t span_ms;      /* the run's whole budget, when known (kb_budget_cap_reserve); else 0 */
+	double min_items;     /* the reserve's floor under that cap, in screened items */
 };
 
 /*
@@ -34,6 +40,15 @@ struct kb_budget {
  */
 void kb_budget_init(struct kb_budget *b, int64_t deadline_ms, int checks, int64_t final_seeds,
 		    int64_t screen_seeds);
+
+/*
+ * Holds the reserve of several final checks to KB_BUDGET_RESERVE_SHARE of
+ * span_ms (the time the run had when its budget began), never below
+ * min_checks (one try's checks): with 3 tries in reserve a 4-minute budget
+ * once searched for 60 s of it. The tries past the reserve still run while
+ * they fit (kb_budget_may_check); the first always runs.
+ */
+void kb_budget_cap_reserve(struct kb_budget *b, int64_t span_ms, int min_checks);
 
 /* Estimated wall ms of the final checks held in reserve. */
 int64_t kb_budget_reserve_ms(const struct kb_budget *b);

@@ -578,6 +578,21 @@ static void test_budget_final_tries(void **state)
 	assert_false(kb_budget_may_check(&b, 70001, 1));
 	kb_budget_spent(&b, INT64_MAX, 1);
 	assert_false(kb_budget_may_check(&b, 0, 1000));     /* saturates */
+
+	/* a short span: the reserve held to a third of it, never below one try */
+	kb_budget_init(&b, 100000, 3, 4, 2);
+	kb_budget_cap_reserve(&b, 150000, 1);
+	kb_budget_spent(&b, 10000, 1);                      /* a check: 30 s, three: 90 s */
+	assert_int_equal(kb_budget_reserve_ms(&b), 51000);  /* 0.34 x 150 s */
+	assert_true(kb_budget_may_start(&b, 39000, 1));     /* 10 s + 51 s by 100 s */
+	assert_false(kb_budget_may_start(&b, 39001, 1));
+	assert_int_equal(kb_budget_check_ms(&b), 30000);    /* the walk's tries: unchanged */
+	kb_budget_cap_reserve(&b, 60000, 1);
+	assert_int_equal(kb_budget_reserve_ms(&b), 30000);  /* floor: one check */
+	kb_budget_cap_reserve(&b, 60000, 2);
+	assert_int_equal(kb_budget_reserve_ms(&b), 60000);  /* backward: a try is two checks */
+	kb_budget_cap_reserve(&b, 1000000, 1);
+	assert_int_equal(kb_budget_reserve_ms(&b), 90000);  /* a long span: all three */
 }
 
 static void test_sleep_stop_aware(void **state)
