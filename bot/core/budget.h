@@ -19,7 +19,7 @@
 #define KB_BUDGET_FRESH_FACTOR 1.5
 
 /* The most of a run's span that the reserve of several final checks may
- * hold (never less than one check): a short budget still searches. */
+ * hold (never less than one try): a short budget still searches. */
 #define KB_BUDGET_RESERVE_SHARE 0.34
 
 struct kb_budget {

@@ -1065,7 +1065,7 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 			  .pg = o->progress };
 	struct strbuf sb = STRBUF_INIT;
 	bool done;
-	int rc = -1;
+	int rc = -1, checks_per_try;
 
 	s.t0_ms = kb_now_ms();
 	strbuf_init(&s.work, 0);
@@ -1086,10 +1086,11 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 	s.backend = kb_backend_name(o->backend);
 	s.pass = o->pass ? o->pass : "forward";
 	/* final checks of the best and the next ones (and their forward passes, for backward) in reserve */
-	kb_budget_init(&s.clock, o->deadline_ms, FINAL_RESERVED_TRIES * (strcmp(s.pass, "backward") ? 1 : 2),
+	checks_per_try = strcmp(s.pass, "backward") ? 1 : 2;
+	kb_budget_init(&s.clock, o->deadline_ms, FINAL_RESERVED_TRIES * checks_per_try,
 		       o->final_seeds > 0 ? o->final_seeds : vf->cfg->seeds, KB_TUNE_SEEDS);
 	if (o->deadline_ms)
-		kb_budget_cap_reserve(&s.clock, o->deadline_ms - kb_now_ms(), strcmp(s.pass, "backward") ? 1 : 2);
+		kb_budget_cap_reserve(&s.clock, o->deadline_ms - kb_now_ms(), checks_per_try);
 	s.ext = o->backend == KB_BACKEND_CUDA ? ".cu" : ".cpp";
 	s.nr_islands = s.cfg->search_islands < 1 ? 1 : s.cfg->search_islands > 64 ? 64 : (size_t)s.cfg->search_islands;
 	s.generations = s.cfg->search_generations > 0 ? s.cfg->search_generations : 0;
