@@ -189,7 +189,7 @@ def quality(db, search_id, n):
     con = sqlite3.connect(db)
     try:
         rows = con.execute("SELECT verdict, speedup, cell, evidence FROM candidates "
-                           "WHERE search_id = ? AND proposer != 'template' ORDER BY id",
+                           "WHERE search_id = ? AND proposer NOT IN ('template', 'tune') ORDER BY id",
                            (search_id,)).fetchall()
     finally:
         con.close()
@@ -264,6 +264,7 @@ class ConcurrencyBench(B.Bench):
         # the simulator's count: the store also has the calls a cut-short
         # search never sent (status timeout, 0 ms)
         c = {"search_s": window, "candidates": took, "judged": m["ran_in_harness"],
+             "tune_points": m.get("tune_points", 0),
              "model_calls": sim.get("requests", m["llm_calls"]),
              "peak_in_flight": sim.get("peak_in_flight"),
              "best": summ.get("best_speedup"), "cells": summ.get("filled_cells")}
@@ -329,13 +330,14 @@ def _runs_table(runs, be):
         th = c.get("thread") or {}
         rows.append([r["latency_ms"], r["in_flight"], B.fmt(c.get("search_s"), 1),
                      c["candidates"], c["judged"], B.fmt(c.get("judged_per_hour"), 0),
+                     c.get("tune_points", 0),
                      pct(c.get("harness_busy")), pct(c.get("model_wait_share")),
                      c["model_calls"], c.get("peak_in_flight", "-"),
                      B.fmt(c.get("best")), c.get("cells", "-"),
                      B.fmt(c.get("overhead_s")), B.fmt(c.get("overhead_per_candidate_ms"), 1),
                      B.fmt(c.get("cpu_per_candidate_ms"), 1), th.get("samples", "-")])
     return B.table(rows, ["latency ms", "in flight", "search s", "candidates", "judged",
-                          "judged/hour", "GPU busy" if be == "cuda" else "harness busy",
+                          "judged/hour", "tuned", "GPU busy" if be == "cuda" else "harness busy",
                           "model wait", "model calls", "peak", "best", "cells", "overhead s",
                           "ms/candidate", "CPU ms/cand", "samples"])
 
@@ -438,9 +440,11 @@ def report(res, be, a):
               "  search s: the search's wall time up to its final check (kernel.json "
               "search.wall_s minus the final check's stages)",
               "  judged: candidates the harness ran (harness_s > 0); candidates: all the search "
-              "took, static and LLM-verifier rejections included",
-              "  %s: the candidates' harness call seconds (worker start-up included) over search "
-              "s; on cuda that is the GPU's busy share%s"
+              "took, static and LLM-verifier rejections included; neither counts tune points",
+              "  tuned: tune points the harness ran: constants of the archive's best LLM kernel, "
+              "templatized, evaluated while the search waited on its models (never archived)",
+              "  %s: the candidates' and tune points' harness call seconds (worker start-up "
+              "included) over search s; on cuda that is the GPU's busy share%s"
               % (busy, "" if be == "cuda" else " (this run: the CPU backend)"),
               "  model calls: the requests the simulator answered; peak: the most it had at "
               "once",

@@ -185,6 +185,7 @@ static const struct cfg_row rows[] = {
 	DBL("search", "prompt_exploration", search_prompt_exploration, "0.2", 0, 1, 0),
 	DBL("search", "prompt_temperature", search_prompt_temperature, "0.5", 0, 100, CFG_GT_MIN),
 	BOOL("search", "tune_templates", search_tune_templates, "on"),
+	INT("search", "tune_points", search_tune_points, "64", 1, 100000),
 	DBL("search", "job_budget_usd", search_job_budget_usd, "5", 0, 1e9, 0),
 	INT("search", "job_budget_tokens", search_job_budget_tokens, "0", 0, INT64_MAX),
 	INT("search", "seed", search_seed, "0", 0, INT64_MAX),

@@ -136,6 +136,7 @@ struct kb_config {
 	double search_prompt_exploration; /* share of uniform prompt picks */
 	double search_prompt_temperature; /* softmax temperature over prompt fitness */
 	bool search_tune_templates;   /* rewrite good kernels with tunable parameters */
+	int64_t search_tune_points;   /* most points of one rewritten kernel's space tuned */
 	double search_job_budget_usd; /* per search; 0: none */
 	int64_t search_job_budget_tokens; /* per search; 0: none */
 	int64_t search_seed;          /* 0: derived from the operator's hash */

@@ -217,38 +217,3 @@ void srch_verify_finish(struct kb_search_cand *c, cJSON *all, int answered, bool
 	cJSON_Delete(c->verifiers);
 	c->verifiers = all;
 }
-
-int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass)
-{
-	struct strbuf prompt = STRBUF_INIT, purpose = STRBUF_INIT;
-	struct kb_llm_reply reply;
-	cJSON *all = cJSON_CreateObject();
-	int rc = 0, answered = 0;
-
-	*pass = true;
-	kb_llm_reply_init(&reply);
-	for (int k = 0; k < KB_SV_NR; k++) {
-		if (srch_verify_prompt(s, c, k, &prompt, &purpose)) {
-			rc = -1;
-			goto out;
-		}
-		if (s->cut_short) {
-			srch_verify_note(all, k, KB_EBUDGET, NULL, &answered, pass);
-			continue;
-		}
-		rc = srch_ask(s, c->generation, c->island, c->slot, purpose.buf, c->round, SIZE_MAX,
-			      prompt.buf, &reply, NULL);
-		if (rc == KB_ECANCELLED || rc == -1)
-			goto out;
-		srch_verify_note(all, k, rc, &reply, &answered, pass);
-		rc = 0;
-	}
-	srch_verify_finish(c, all, answered, *pass);
-	all = NULL;
-out:
-	cJSON_Delete(all);
-	kb_llm_reply_release(&reply);
-	strbuf_release(&prompt);
-	strbuf_release(&purpose);
-	return rc;
-}

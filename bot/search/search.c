@@ -1018,6 +1018,16 @@ static int load_state(struct srch *s)
 		s->best_fitness = e->fitness;
 		s->best_id = e->candidate_id;
 	}
+	/* tune points are not archived: the best of them from the candidates */
+	for (size_t i = 0; i < s->nr_cands; i++) {
+		const struct kb_search_cand *c = s->cands[i];
+
+		if (strcmp(c->proposer, "tune") || strcmp(c->verdict, "verified") || !(c->speedup > s->tuner.best))
+			continue;
+		s->tuner.best = c->speedup;
+		if (c->speedup > s->best_fitness)
+			s->best_id = c->id;
+	}
 	s->wall_before = s->row.wall_s;
 	return 0;
 }
@@ -1039,6 +1049,7 @@ static int pool_new(struct srch *s)
 static void srch_release(struct srch *s)
 {
 	kb_llm_pool_free(s->pool);
+	srch_tuner_release(s);
 	for (int t = 0; t < T_NR; t++)
 		strbuf_release(&s->tmpl[t]);
 	kb_prompt_vars_release(&s->base);

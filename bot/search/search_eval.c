@@ -98,7 +98,7 @@ struct kb_search_cand *srch_cand(const struct srch *s, int64_t id)
 	return NULL;
 }
 
-static bool is_llm_proposer(const char *p)
+bool srch_is_llm_proposer(const char *p)
 {
 	return p && strcmp(p, "template") && strcmp(p, "tune");
 }
@@ -113,7 +113,7 @@ struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size
 
 		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0)
 			continue;
-		if (llm_only && !is_llm_proposer(c->proposer))
+		if (llm_only && !srch_is_llm_proposer(c->proposer))
 			continue;
 		for (size_t k = 0; k < nr_skip; k++)
 			skipped = skipped || skip[k] == c->id;
@@ -184,6 +184,10 @@ static void note_failure(struct srch *s, const struct kb_search_cand *c)
 {
 	struct strbuf sb = STRBUF_INIT;
 
+	/* a point is a constant's value, not a lesson, and is tuned in the model's waits: its
+	 * failures must not steer the rewrites, which follow the order of completions */
+	if (!strcmp(c->proposer, "tune"))
+		return;
 	kb_reasons_first(c->reasons, &sb);
 	srch_diagnose(s, c->id, "%s kernel #%lld: %s: %s", c->proposer, (long long)c->id, c->verdict,
 		      sb.len ? sb.buf : "no reason given");
@@ -308,11 +312,22 @@ out:
 	return rc;
 }
 
+/*
+ * c verified: the archive's best (best_fitness) or the tuner's (a point)
+ * moves up; the best so far (best_id, the history) when c beats both.
+ */
 static void record_best(struct srch *s, const struct kb_search_cand *c)
 {
-	if (!(c->speedup > s->best_fitness))
+	double so_far = s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best;
+
+	if (!strcmp(c->proposer, "tune")) {
+		if (c->speedup > s->tuner.best)
+			s->tuner.best = c->speedup;
+	} else if (c->speedup > s->best_fitness) {
+		s->best_fitness = c->speedup;
+	}
+	if (!(c->speedup > so_far))
 		return;
-	s->best_fitness = c->speedup;
 	s->best_id = c->id;
 	if (s->nr_hist == s->alloc_hist) {
 		s->alloc_hist = s->alloc_hist ? 2 * s->alloc_hist : 16;
@@ -519,41 +534,40 @@ out:
 	return rc;
 }
 
-int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage)
+int srch_run_points(struct srch *s, struct kb_search_cand **points, size_t n)
 {
 	struct kb_search_cand **to_run = xcalloc(n ? n : 1, sizeof(*to_run));
 	size_t m = 0;
+	int64_t t0;
 	int rc = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		struct kb_search_cand *c = batch[i];
-		bool pass = true, rejected, run = true;
+	for (size_t i = 0; i < n && !rc; i++) {
+		bool rejected;
 
-		if (strcmp(c->verdict, "pending")) {
-			/* decided by an earlier run: its failure lines are this run's too */
-			srch_diagnoses_restore(s, c->id);
-			continue;
-		}
-		rc = srch_screen_static(s, c, &rejected);
-		if (rc)
-			goto out;
-		if (rejected)
-			continue;
-		if (s->cfg->search_llm_verifiers && !s->no_verifiers) {
-			const cJSON *p = cJSON_GetObjectItemCaseSensitive(c->verifiers, "pass");
-
-			if (cJSON_IsBool(p))
-				pass = cJSON_IsTrue(p);
-			else if ((rc = srch_llm_verify(s, c, &pass)))
-				goto out;
-			if ((rc = srch_screen_llm(s, c, pass, &run)))
-				goto out;
-			if (!run)
-				continue;
-		}
-		to_run[m++] = c;
+		rc = srch_screen_static(s, points[i], &rejected);
+		if (!rc && !rejected)
+			to_run[m++] = points[i];
 	}
-	rc = srch_run_batch(s, to_run, m, batch, n, stage);
+	if (!rc && m && kb_stop_requested())
+		rc = KB_ECANCELLED;
+	if (rc || !m)
+		goto out;
+	t0 = kb_now_ms();
+	rc = evaluate(s, to_run, m, "tune");
+	for (size_t i = 0; i < m && !rc; i++) {
+		struct kb_search_cand *c = to_run[i];
+		double so_far = s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best;
+
+		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0)
+			continue;
+		if (c->speedup > so_far)
+			rc = confirm_best(s, c);
+		if (!rc && !strcmp(c->verdict, "verified"))
+			record_best(s, c);
+	}
+	if (!rc)
+		kb_budget_spent(&s->clock, kb_now_ms() - t0, m);
+	s->tuner.points += m;
 out:
 	free(to_run);
 	return rc;

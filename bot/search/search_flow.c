@@ -26,12 +26,12 @@
  * while evaluating never asks a completed call again.
  */
 
-enum job_kind { J_PROPOSE, J_REPAIR, J_VERIFY };
+enum job_kind { J_PROPOSE, J_REPAIR, J_VERIFY, J_TEMPLATIZE };
 
 struct job {
 	enum job_kind kind;
 	struct kb_search_cand like;     /* generation, island, slot, round, parents, prompt of the kernel asked for */
-	struct kb_search_cand *c;       /* J_REPAIR: the failed one; J_VERIFY: the candidate */
+	struct kb_search_cand *c;       /* J_REPAIR: the failed one; J_VERIFY: the candidate; J_TEMPLATIZE: the base */
 	int verifier;                   /* J_VERIFY */
 	char *purpose;
 	char *key;
@@ -99,7 +99,7 @@ static int ask(struct flow *f, struct job *j, const char *prompt)
 
 	kb_llm_reply_init(&reply);
 	rc = srch_ask_begin(s, j->like.generation, j->like.island, j->like.slot, j->purpose, j->like.round,
-			    prompt, &reply, &key, j, &ticket);
+			    SIZE_MAX, prompt, &reply, &key, j, &ticket);
 	j->key = strbuf_detach(&key, NULL);
 	if (rc == SRCH_ASKED) {
 		kb_llm_reply_release(&reply);
@@ -126,7 +126,7 @@ static int verify(struct flow *f, struct kb_search_cand *c)
 	size_t vi;
 	int rc = 0;
 
-	if (!s->cfg->search_llm_verifiers || s->no_verifiers) {
+	if (!s->cfg->search_llm_verifiers) {
 		ready_push(f, c);
 		return 0;
 	}
@@ -231,6 +231,10 @@ static int on_reply(struct flow *f, struct job *j, int rc, struct kb_llm_reply *
 		rc = verifier_answered(f, j, rc == KB_EBUDGET ? KB_EBUDGET : rc ? 1 : 0, reply);
 		goto out;
 	}
+	if (j->kind == J_TEMPLATIZE) {
+		rc = rc ? 0 : srch_tune_take(s, j->c, j->key, reply);
+		goto out;
+	}
 	if (rc) {
 		rc = 0; /* a failed call or a budget: the slot yields nothing */
 		goto out;
@@ -313,10 +317,60 @@ static void drain(struct flow *f, bool abort)
 	free(f->ready);
 }
 
+/*
+ * The archive's best LLM kernel templatized (tune_llm.c), asked first: its
+ * points fill the harness's idle time from the first reply on. Its key is
+ * the base's own place, so a resumed run or a replay asks it again only
+ * from the store.
+ */
+static int ask_templatize(struct flow *f)
+{
+	struct kb_search_cand *base = srch_tune_wanted(f->s);
+	struct strbuf prompt = STRBUF_INIT;
+	struct job *j;
+	int rc;
+
+	if (!base)
+		return 0;
+	if (srch_tune_prompt(f->s, base, &prompt)) {
+		strbuf_release(&prompt);
+		return -1;
+	}
+	j = job_new(J_TEMPLATIZE, "templatize");
+	j->like = *base;
+	j->c = base;
+	rc = ask(f, j, prompt.buf);
+	strbuf_release(&prompt);
+	return rc;
+}
+
+/*
+ * The next completed call; while calls are in flight and nothing is ready
+ * for the harness, tune points run in the wait (srch_tune_step), one
+ * harness step at a time so that a reply waits at most one step.
+ */
+static int next_done(struct flow *f, struct kb_llm_pool_done *done)
+{
+	struct srch *s = f->s;
+	int rc;
+
+	while (srch_tune_ready(s)) {
+		rc = kb_llm_pool_next(s->pool, 0, done);
+		if (rc != KB_ETIMEOUT)
+			return rc;
+		if (kb_stop_requested())
+			return KB_ECANCELLED;
+		rc = srch_tune_step(s);
+		if (rc)
+			return rc;
+	}
+	return kb_llm_pool_next(s->pool, -1, done);
+}
+
 int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage)
 {
 	struct flow f = { .s = s, .stage = stage };
-	int rc = 0;
+	int rc = ask_templatize(&f);
 
 	for (size_t i = 0; i < n && !rc && !s->cut_short; i++) {
 		struct srch_flow_spec *sp = &specs[i];
@@ -342,7 +396,7 @@ int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const 
 			rc = run_ready(&f);
 			continue;
 		}
-		rc = kb_llm_pool_next(s->pool, -1, &done);
+		rc = next_done(&f, &done);
 		if (rc == KB_ENOTFOUND) {
 			rc = 0;
 			break;

@@ -3,7 +3,8 @@
 /*
  * What the search's files share (search.c the loop, search_llm.c model
  * calls and prompt text, search_eval.c candidates and their evaluation,
- * llm_verifiers.c the soft verifiers, tune_llm.c the template step,
+ * llm_verifiers.c the soft verifiers, tune_llm.c the tuning of
+ * templatized kernels,
  * search_status.c the summary). Not for use outside bot/search.
  */
 #include "core/common.h"
@@ -17,6 +18,8 @@
 #include "search/search.h"
 #include "search/search_db.h"
 #include "search/search_prompts.h"
+#include "search/extract.h"
+#include "templates/tune.h"
 
 struct kb_verifier;
 struct kb_llm_pool;
@@ -36,6 +39,29 @@ enum srch_tmpl {
 
 /* The recent failure diagnoses a meta-prompt rewrite sees. */
 #define SRCH_MAX_DIAGNOSES 24
+
+/* A templatized LLM kernel and what is left of its parameter space (tune_llm.c). */
+struct srch_tune_base {
+	int64_t base_id, g;
+	double base_fit;                 /* the base's speedup: the fittest base is tuned first */
+	char *code, *key, *model;        /* the rewrite with kb-tune lines, its call key, its model */
+	struct kb_tparams tp;
+	struct kb_search ks;
+	size_t *points, nr_points, at;   /* kb_search_next's batch, and the next point of it */
+	size_t best_index;               /* SIZE_MAX: none verified yet */
+	size_t fresh;                    /* points that were not a kernel the search held already */
+	double best_fit;
+};
+
+/* The tuning done in the model's waits (tune_llm.c). */
+struct srch_tuner {
+	struct srch_tune_base *q;        /* bases with points left */
+	size_t nr, alloc;
+	int64_t *asked;                  /* bases whose templatize call this run made or replayed */
+	size_t nr_asked, alloc_asked;
+	double best;                     /* the fittest verified point (0: none) */
+	size_t points;                   /* points this run evaluated */
+};
 
 struct srch {
 	struct kb_verifier *vf;
@@ -70,8 +96,8 @@ struct srch {
 	size_t nr_cands, alloc_cands;
 	struct srch_hist *hist;
 	size_t nr_hist, alloc_hist, hist_stored;
-	double best_fitness;           /* 0: none */
-	int64_t best_id;
+	double best_fitness;           /* the archive's best (0: none); a tune point's is tuner.best */
+	int64_t best_id;               /* the best so far, archived or tuned */
 	struct strvec diagnoses;       /* recent failures, for meta-prompt rewrites */
 	int64_t diag_ids[SRCH_MAX_DIAGNOSES]; /* their search_diagnoses rows (0: not stored) */
 
@@ -83,7 +109,7 @@ struct srch {
 	struct kb_budget clock;    /* the time budget: may a batch still be evaluated */
 	struct kb_llm_pool *pool;      /* the generations' model calls in flight (llm/pool.h) */
 	size_t evaluated, replayed, asked, failed_calls;
-	bool no_verifiers;             /* template points skip the LLM verifiers */
+	struct srch_tuner tuner;
 };
 
 /* What a slot asks for. */
@@ -149,7 +175,9 @@ uint64_t srch_rng_for(const struct srch *s, const char *text);
  * draw one from the key. Returns 0 with reply OK (replayed or new), 1 when
  * the call failed (recorded; the slot moves on), KB_EBUDGET when a budget
  * or the deadline stops it (the search is cut short), KB_ECANCELLED, -1
- * on a store error. key (may be NULL) receives the call key.
+ * on a store error. key (may be NULL) receives the call key. With a pool
+ * (s->pool) the call goes through it, nothing else in flight, and tune
+ * points run while it is awaited.
  */
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
 	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
@@ -160,13 +188,13 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
  * everything before the call: 0 with *reply when the store answers it
  * (replayed), 1 when it replays a failure, KB_EBUDGET / KB_ECANCELLED / -1
  * as srch_ask; SRCH_ASKED when the call went to the pool with payload
- * (*ticket). end takes the pool's outcome (kb_llm_pool_done.rc, reply):
+ * (*ticket); model as srch_ask's. end takes the pool's outcome (kb_llm_pool_done.rc, reply):
  * 0 ok, 1 failed (the slot moves on), KB_EBUDGET, KB_ECANCELLED, -1.
  */
 #define SRCH_ASKED 2
 int srch_ask_begin(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
-		   int64_t attempt, const char *prompt, struct kb_llm_reply *reply, struct strbuf *key,
-		   void *payload, int64_t *ticket);
+		   int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
+		   struct strbuf *key, void *payload, int64_t *ticket);
 int srch_ask_end(struct srch *s, const char *purpose, const char *key, int call_rc,
 		 struct kb_llm_reply *reply);
 
@@ -207,23 +235,15 @@ struct kb_search_cand *srch_cand_new(const struct srch *s, const char *proposer,
  */
 int srch_register(struct srch *s, struct kb_search_cand *c, struct kb_search_cand **out);
 
-/*
- * Filter and evaluate the candidates of one batch that are still
- * pending (static checks, LLM verifiers, build, harness), then offer the
- * verified ones to the archive, credit their prompts and note new bests.
- * stage names the progress stage. 0, -1, KB_ECANCELLED.
- */
-int srch_process(struct srch *s, struct kb_search_cand **batch, size_t n, const char *stage);
-
 /* The most fit verified candidate not in skip (ids; may be NULL), with proposer filter (NULL: any); NULL: none. */
 struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size_t nr_skip,
 				 bool llm_only);
 
 /*
- * srch_process in pieces, for the flow. static: the static checks of a
- * pending candidate, *rejected when they reject it (stored, noted).
- * verified_by_llm: the soft verifiers' outcome applied (filtered, or
- * audited), *run when c goes to the harness. run_batch: the time budget,
+ * A candidate's way to the archive, in pieces, for the flow. static: the
+ * static checks of a pending candidate, *rejected when they reject it
+ * (stored, noted). screen_llm: the soft verifiers' outcome applied
+ * (filtered, or audited), *run when c goes to the harness. run_batch: the time budget,
  * then evaluate to_run (pending, screened) and offer every one of batch.
  * 0, -1, KB_ECANCELLED.
  */
@@ -231,6 +251,17 @@ int srch_screen_static(struct srch *s, struct kb_search_cand *c, bool *rejected)
 int srch_screen_llm(struct srch *s, struct kb_search_cand *c, bool pass, bool *run);
 int srch_run_batch(struct srch *s, struct kb_search_cand **to_run, size_t m, struct kb_search_cand **batch,
 		   size_t n, const char *stage);
+/*
+ * Tune points (proposer "tune", pending): the static checks, then the
+ * harness, n at once. Never offered to the archive: a point is its base
+ * with other constants, and the tuning runs in the model's waits, so the
+ * archive, the islands and the prompts' credit stay those of the order of
+ * completions. A point fitter than anything so far is confirmed as a new
+ * best is. 0, -1, KB_ECANCELLED.
+ */
+int srch_run_points(struct srch *s, struct kb_search_cand **points, size_t n);
+/* A proposer whose kernels come from the models ("template" and "tune" are not). */
+bool srch_is_llm_proposer(const char *proposer);
 /* A reply's kernel registered as a candidate (*out NULL: no kernel, or a duplicate). 0 or -1. */
 int srch_reply_cand(struct srch *s, const char *proposer, const struct kb_llm_reply *reply, const char *key,
 		    const struct kb_search_cand *like, struct kb_search_cand **out);
@@ -256,18 +287,35 @@ void srch_verify_note(cJSON *all, int k, int rc, const struct kb_llm_reply *repl
 /* The verdicts of all into c->verifiers ("pass" only when one answered). all is taken. */
 void srch_verify_finish(struct kb_search_cand *c, cJSON *all, int answered, bool pass);
 
-/*
- * Run the three soft verifiers on c (static checks passed): c->verifiers
- * gets each verdict and "pass"; *pass false when one said FAIL. A failed
- * call or a reply without a verdict counts as a pass (the filter never
- * drops a kernel because of a model error). 0, KB_ECANCELLED, -1.
- */
-int srch_llm_verify(struct srch *s, struct kb_search_cand *c, bool *pass);
-
 /* --- tune_llm.c --- */
 
-/* The template step (generation g): templatize the best LLM kernel and tune its parameters. 0, -1, KB_ECANCELLED. */
+/*
+ * KernelFoundry's template parameter tuning, run while the search waits
+ * on its models: an LLM elite of the archive (the fittest first) goes
+ * back to a model with the request to mark its tunable constants
+ * (`// kb-tune NAME: V1 V2`, extract.h), and its parameter space is then
+ * tuned a point at a time whenever the harness would idle
+ * (srch_flow_run), and to its end after the last generation
+ * (srch_template_step).
+ *
+ * wanted: when tuning is on, the archive's fittest LLM elite whose
+ * rewrite this run has not asked yet (NULL: none); asked one a
+ * generation. prompt: the rewrite's request for base, and its call's
+ * place (g, island, slot, round of the base: the same key in a resumed
+ * run and in a replay); base is marked asked. take: the reply for base,
+ * its space queued (a reply without usable parameters is noted). 0 or -1.
+ */
+struct kb_search_cand *srch_tune_wanted(struct srch *s);
+int srch_tune_prompt(struct srch *s, const struct kb_search_cand *base, struct strbuf *prompt);
+int srch_tune_take(struct srch *s, const struct kb_search_cand *base, const char *key,
+		   const struct kb_llm_reply *reply);
+/* Points left, no cut, and time in the budget for one more evaluation. */
+bool srch_tune_ready(struct srch *s);
+/* Evaluate the next point not decided yet (a batch of them: one per harness worker). 0, -1, KB_ECANCELLED. */
+int srch_tune_step(struct srch *s);
+/* After the last generation: the best LLM kernel templatized (asked now if no call did) and every queued space tuned. */
 int srch_template_step(struct srch *s, int64_t g);
+void srch_tuner_release(struct srch *s);
 
 /* --- search_status.c --- */
 

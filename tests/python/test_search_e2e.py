@@ -17,7 +17,10 @@ or settings). What is checked:
   - SIGKILL mid-search and a rerun: the same search resumes, no candidate
     is evaluated twice, no model call is made twice;
   - --fresh with the same seed replays every recorded answer: no request
-    at all, the same candidate sources in the same order.
+    but the rewrite of a kernel the first run did not tune, the same
+    candidate sources from the models;
+  - tune points of the archive's best kernel run in the models' waits,
+    during the generations, and are never archived.
 """
 import json
 import os
@@ -52,7 +55,7 @@ RELU_ONLY = ["fast_omp_simd", "duplicate_fast", "medium_scalar", "slow_indexed",
 SUMMARY_KEYS = {"proposer", "models", "candidates", "verified", "generations", "wall_s", "llm",
                 "verifiers", "archive_grid", "filled_cells", "history", "cut_short", "best"}
 
-EVAL_LINE = re.compile(r"^\[(?:translate|evolve \d+/\d+|templates)(?: \d+/\d+)?\] #(\d+) ", re.M)
+EVAL_LINE = re.compile(r"^\[(?:translate|evolve \d+/\d+|templates|tune)(?: \d+/\d+)?\] #(\d+) ", re.M)
 
 
 # --- the corpus, for mapping candidates back to entries ---
@@ -114,7 +117,7 @@ def config(env, sim, name, provider="openai", verifiers=True, audit=1.0, islands
         "max_tokens = %d\nprice_in_per_mtok = %g\nprice_out_per_mtok = %g\n"
         "[search]\nllm_verifiers = %s\nverifier_audit = %g\nislands = %d\ngenerations = %d\n"
         "per_generation = %d\ninitial = %d\nrepair_rounds = %d\nmeta_interval = %d\n"
-        "migration_interval = 1\ncrossover = 0.3\ninspirations = 2\ntune_templates = %s\n"
+        "migration_interval = 1\ncrossover = 0.3\ninspirations = 2\ntune_templates = %s\ntune_points = 4\n"
         "job_budget_usd = %g\ncalls_in_flight = %d\n"
         % (env["state"], sys.executable, provider, sim.base_url, max_tokens, prices[0], prices[1],
            "on" if verifiers else "off", audit, islands, generations, per_generation, initial,
@@ -201,9 +204,11 @@ def test_search_finds_and_keeps_the_best(env, sim):
     cands = candidates(env, sid)
     verified = [c for c in cands if c["verdict"] == "verified"]
     assert verified
-    best = max(verified, key=lambda c: c["speedup"])
-    # kept: the fastest verified kernel is an elite, and it is what was shipped
+    best = max((c for c in verified if c["proposer"] != "tune"), key=lambda c: c["speedup"])
+    # kept: the fastest verified kernel is an elite (tune points are never archived)
     assert best["id"] in archive_ids(env, sid)
+    assert not {c["id"] for c in cands if c["proposer"] == "tune"} & archive_ids(env, sid)
+    best = max(verified, key=lambda c: c["speedup"])
     if s["best"]["candidate_id"] != best["id"]:
         assert "final check of #%d failed" % best["id"] in r.stderr, r.stderr
     shipped = [c for c in cands if c["id"] == s["best"]["candidate_id"]][0]
@@ -536,19 +541,66 @@ def test_resume_after_kill_then_replay(env, sim):
     # every request the simulator saw is a stored call (those in flight at the kill aside)
     made = sim.stats()["requests"] - st0
     assert rows <= made <= rows + 8, (rows, made)
-    first = [c["source"] for c in candidates(env, sid)]
+    first = [c["source"] for c in candidates(env, sid) if c["proposer"] != "tune"]
+    with db(env) as c:
+        first_rewrites = {row[0] for row in c.execute(
+            "SELECT call_key FROM llm_calls WHERE search_id = ? AND purpose = 'templatize'", (sid,))}
 
     # replay: a new search from the same seed answers everything from the store
-    st1 = sim.stats()["requests"]
+    st1 = sim.stats()
     r = run(env, cfg, RELU, "replay", "--seed", str(seed), "--fresh")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert sim.stats()["requests"] == st1
+    st2 = sim.stats()
+    new = {k: n - st1["by_purpose"].get(k, 0) for k, n in st2["by_purpose"].items()}
     s2 = kernel_json(env, "replay")["search"]
     assert s2["search_id"] != sid
-    assert s2["llm"]["calls"] == 0
-    # the same candidates; their order is the order the calls completed in (the
-    # first run's, concurrent), here the slots' (every answer from the store)
-    assert sorted(c["source"] for c in candidates(env, s2["search_id"])) == sorted(first)
+    # every answer the first run had is replayed: the one question a replay may
+    # add is the rewrite (templatize) of a kernel the first run did not tune,
+    # as the archive's best at a generation's start follows the order of
+    # completions (the first run's, concurrent; here the slots')
+    assert all(n == 0 for k, n in new.items() if k != "template"), new
+    assert s2["llm"]["calls"] == st2["requests"] - st1["requests"] == new.get("template", 0)
+    with db(env) as c:
+        again = {row[0] for row in c.execute(
+            "SELECT call_key FROM llm_calls WHERE search_id = ? AND purpose = 'templatize'",
+            (s2["search_id"],))}
+    assert not again & first_rewrites, again & first_rewrites
+    # the same candidates from the models (tune points follow the rewrites)
+    assert sorted(c["source"] for c in candidates(env, s2["search_id"])
+                  if c["proposer"] != "tune") == sorted(first)
+
+
+def test_tune_points_fill_the_models_waits(env, sim):
+    """While the search waits on its models, the archive's best LLM kernel
+    is templatized and its points run in the harness's idle time, during
+    the generations and not only after the last one; a point is never
+    archived, and no rewrite is asked twice."""
+    relu_search(env, sim)  # the templates' tuning is cached by now
+    cfg = config(env, sim, "waits", audit=0.0, generations=2, per_generation=2, initial=2, repair=0,
+                 meta=0, tune=True)
+    sim.latency(700)  # under the config's 1 s call timeout
+    try:
+        r = run(env, cfg, RELU, "waits", "--seed", "505")
+    finally:
+        sim.latency(0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = kernel_json(env, "waits")["search"]
+    sid = s["search_id"]
+    with db(env) as c:
+        tuned = c.execute("SELECT id, generation, verdict FROM candidates WHERE search_id = ?"
+                          " AND proposer = 'tune'", (sid,)).fetchall()
+        twice = c.execute("SELECT call_key FROM llm_calls WHERE search_id = ? AND purpose = 'templatize'"
+                          " GROUP BY call_key HAVING count(*) > 1", (sid,)).fetchall()
+        rewrites = c.execute("SELECT count(*) FROM llm_calls WHERE search_id = ? AND purpose = 'templatize'",
+                             (sid,)).fetchone()[0]
+    # generations 1 and 2 are the evolution's; the step after them is 3
+    in_waits = [t for t in tuned if 1 <= t[1] <= 2 and t[2] != "pending"]
+    assert in_waits, (tuned, r.stderr)
+    assert rewrites >= 1 and twice == []
+    assert not {t[0] for t in tuned} & archive_ids(env, sid)
+    assert re.search(r"^\[tune(?: \d+/\d+)?\] #\d+ tune", r.stderr, re.M), r.stderr
+    assert "tuning #" in r.stderr
+    assert kernel_json(env, "waits")["verdict"] == "verified"
 
 
 def hung_model_config(env, sim, name, initial):
