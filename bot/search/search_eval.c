@@ -312,13 +312,18 @@ out:
 	return rc;
 }
 
+double srch_best_so_far(const struct srch *s)
+{
+	return s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best;
+}
+
 /*
  * c verified: the archive's best (best_fitness) or the tuner's (a point)
  * moves up; the best so far (best_id, the history) when c beats both.
  */
 static void record_best(struct srch *s, const struct kb_search_cand *c)
 {
-	double so_far = s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best;
+	double so_far = srch_best_so_far(s);
 
 	if (!strcmp(c->proposer, "tune")) {
 		if (c->speedup > s->tuner.best)
@@ -556,11 +561,10 @@ int srch_run_points(struct srch *s, struct kb_search_cand **points, size_t n)
 	rc = evaluate(s, to_run, m, "tune");
 	for (size_t i = 0; i < m && !rc; i++) {
 		struct kb_search_cand *c = to_run[i];
-		double so_far = s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best;
 
 		if (strcmp(c->verdict, "verified") || !isfinite(c->speedup) || c->speedup <= 0)
 			continue;
-		if (c->speedup > so_far)
+		if (c->speedup > srch_best_so_far(s))
 			rc = confirm_best(s, c);
 		if (!rc && !strcmp(c->verdict, "verified"))
 			record_best(s, c);

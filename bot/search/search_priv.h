@@ -235,6 +235,8 @@ struct kb_search_cand *srch_cand_new(const struct srch *s, const char *proposer,
  */
 int srch_register(struct srch *s, struct kb_search_cand *c, struct kb_search_cand **out);
 
+/* The best speedup so far: the archive's or a tune point's (0: none). */
+double srch_best_so_far(const struct srch *s);
 /* The most fit verified candidate not in skip (ids; may be NULL), with proposer filter (NULL: any); NULL: none. */
 struct kb_search_cand *srch_best(const struct srch *s, const int64_t *skip, size_t nr_skip,
 				 bool llm_only);

@@ -125,9 +125,8 @@ cJSON *srch_summary(struct srch *s, bool final)
 		cJSON_AddItemToObject(j, "best", best_json(best));
 	else
 		cJSON_AddNullToObject(j, "best");
-	if (isfinite(s->best_fitness) && (s->best_fitness > 0 || s->tuner.best > 0))
-		cJSON_AddNumberToObject(j, "best_speedup",
-					round_to(s->best_fitness > s->tuner.best ? s->best_fitness : s->tuner.best, 0.001));
+	if (isfinite(srch_best_so_far(s)) && srch_best_so_far(s) > 0)
+		cJSON_AddNumberToObject(j, "best_speedup", round_to(srch_best_so_far(s), 0.001));
 	else
 		cJSON_AddNullToObject(j, "best_speedup");
 	strbuf_release(&grid);
