@@ -318,8 +318,9 @@ static void drain(struct flow *f, bool abort)
 }
 
 /*
- * The archive's best LLM kernel templatized (tune_llm.c), asked first: its
- * points fill the harness's idle time from the first reply on. Its key is
+ * The archive's fittest LLM elite not yet rewritten, templatized
+ * (tune_llm.c), asked first: its points fill the harness's idle time
+ * from the first reply on. Its key is
  * the base's own place, so a resumed run or a replay asks it again only
  * from the store.
  */
@@ -342,29 +343,6 @@ static int ask_templatize(struct flow *f)
 	rc = ask(f, j, prompt.buf);
 	strbuf_release(&prompt);
 	return rc;
-}
-
-/*
- * The next completed call; while calls are in flight and nothing is ready
- * for the harness, tune points run in the wait (srch_tune_step), one
- * harness step at a time so that a reply waits at most one step.
- */
-static int next_done(struct flow *f, struct kb_llm_pool_done *done)
-{
-	struct srch *s = f->s;
-	int rc;
-
-	while (srch_tune_ready(s)) {
-		rc = kb_llm_pool_next(s->pool, 0, done);
-		if (rc != KB_ETIMEOUT)
-			return rc;
-		if (kb_stop_requested())
-			return KB_ECANCELLED;
-		rc = srch_tune_step(s);
-		if (rc)
-			return rc;
-	}
-	return kb_llm_pool_next(s->pool, -1, done);
 }
 
 int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage)
@@ -396,7 +374,7 @@ int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const 
 			rc = run_ready(&f);
 			continue;
 		}
-		rc = next_done(&f, &done);
+		rc = srch_tune_await(s, &done);
 		if (rc == KB_ENOTFOUND) {
 			rc = 0;
 			break;

@@ -110,66 +110,30 @@ static struct kb_llm_request ask_request(const struct srch *s, const char *purpo
 	return req;
 }
 
-/*
- * The pool's answer to the one call in flight; tune points run while it is
- * awaited (tune_llm.c), as in a generation's flow. done->rc, or
- * KB_ECANCELLED / -1 from a step (the call then aborted and taken back).
- */
-static int await_alone(struct srch *s, struct kb_llm_pool_done *done)
-{
-	int rc;
-
-	for (;;) {
-		if (!srch_tune_ready(s))
-			return kb_llm_pool_next(s->pool, -1, done);
-		rc = kb_llm_pool_next(s->pool, 0, done);
-		if (rc != KB_ETIMEOUT)
-			return rc;
-		rc = kb_stop_requested() ? KB_ECANCELLED : srch_tune_step(s);
-		if (rc) {
-			kb_llm_pool_abort(s->pool);
-			while (kb_llm_pool_next(s->pool, 1000, done) != KB_ENOTFOUND)
-				kb_llm_reply_release(&done->reply);
-			return rc;
-		}
-	}
-}
-
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
 	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
 	     struct strbuf *key_out)
 {
 	struct strbuf key = STRBUF_INIT;
-	struct kb_llm_message msg = { .role = "user", .content = prompt };
-	struct kb_llm_request req = ask_request(s, purpose, &msg);
-	struct kb_llm_call_info info = {
-		.search_id = s->row.id, .job_id = s->o->job_id, .purpose = purpose,
-	};
 	struct kb_llm_pool_done done;
 	int64_t ticket;
 	int rc;
 
-	if (s->pool) {
-		/* through the pool, so that the harness tunes while the model answers */
-		rc = srch_ask_begin(s, g, island, slot, purpose, attempt, model, prompt, reply, &key, NULL, &ticket);
-		if (rc == SRCH_ASKED) {
-			rc = await_alone(s, &done);
-			if (!rc) {
-				kb_llm_reply_release(reply);
-				*reply = done.reply;
-				rc = srch_ask_end(s, purpose, key.buf, done.rc, reply);
-			}
-		}
-		goto out;
-	}
-	rc = ask_prepare(s, g, island, slot, purpose, attempt, &model, prompt, reply, &key);
+	/* through the pool, so that the harness tunes while the model answers */
+	rc = srch_ask_begin(s, g, island, slot, purpose, attempt, model, prompt, reply, &key, NULL, &ticket);
 	if (rc == SRCH_ASKED) {
-		info.call_key = key.buf;
-		s->asked++;
-		rc = kb_llm_call(s->llm, s->st, model, &req, &info, &s->budget, reply);
-		rc = srch_ask_end(s, purpose, key.buf, rc, reply);
+		rc = srch_tune_await(s, &done);
+		if (rc && rc != KB_ENOTFOUND) {
+			/* a step failed, or a stop: the lone call ends too */
+			kb_llm_pool_abort(s->pool);
+			while (kb_llm_pool_next(s->pool, 1000, &done) != KB_ENOTFOUND)
+				kb_llm_reply_release(&done.reply);
+		} else if (!rc) {
+			kb_llm_reply_release(reply);
+			*reply = done.reply;
+			rc = srch_ask_end(s, purpose, key.buf, done.rc, reply);
+		}
 	}
-out:
 	if (key_out) {
 		strbuf_reset(key_out);
 		strbuf_addstr(key_out, key.buf);

@@ -175,9 +175,9 @@ uint64_t srch_rng_for(const struct srch *s, const char *text);
  * draw one from the key. Returns 0 with reply OK (replayed or new), 1 when
  * the call failed (recorded; the slot moves on), KB_EBUDGET when a budget
  * or the deadline stops it (the search is cut short), KB_ECANCELLED, -1
- * on a store error. key (may be NULL) receives the call key. With a pool
- * (s->pool) the call goes through it, nothing else in flight, and tune
- * points run while it is awaited.
+ * on a store error. key (may be NULL) receives the call key. The call
+ * goes through s->pool (nothing else in flight), and tune points run
+ * while it is awaited.
  */
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
 	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
@@ -315,6 +315,14 @@ int srch_tune_take(struct srch *s, const struct kb_search_cand *base, const char
 bool srch_tune_ready(struct srch *s);
 /* Evaluate the next point not decided yet (a batch of them: one per harness worker). 0, -1, KB_ECANCELLED. */
 int srch_tune_step(struct srch *s);
+/*
+ * The pool's next completed call, as kb_llm_pool_next with no timeout,
+ * tune steps running while none has completed and points are left: a
+ * reply waits at most one step. A step's -1 or KB_ECANCELLED is returned
+ * as is (the calls in flight go on; the caller ends them).
+ */
+struct kb_llm_pool_done;
+int srch_tune_await(struct srch *s, struct kb_llm_pool_done *done);
 /* After the last generation: the best LLM kernel templatized (asked now if no call did) and every queued space tuned. */
 int srch_template_step(struct srch *s, int64_t g);
 void srch_tuner_release(struct srch *s);

@@ -2,7 +2,9 @@
 #include "search/search_priv.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/signals.h"
 #include "core/util.h"
+#include "llm/pool.h"
 #include "search/extract.h"
 #include "templates/tune.h"
 #include "verifier/harness_client.h"
@@ -283,6 +285,23 @@ int srch_tune_step(struct srch *s)
 	}
 	free(batch);
 	return rc;
+}
+
+int srch_tune_await(struct srch *s, struct kb_llm_pool_done *done)
+{
+	int rc;
+
+	while (srch_tune_ready(s)) {
+		rc = kb_llm_pool_next(s->pool, 0, done);
+		if (rc != KB_ETIMEOUT)
+			return rc;
+		if (kb_stop_requested())
+			return KB_ECANCELLED;
+		rc = srch_tune_step(s);
+		if (rc)
+			return rc;
+	}
+	return kb_llm_pool_next(s->pool, -1, done);
 }
 
 int srch_template_step(struct srch *s, int64_t g)
