@@ -1258,7 +1258,7 @@ static void pool_wait(size_t j, const char *stage, int config, int seed, void *p
 static int judge_in_pool(struct batch *b, size_t n)
 {
 	struct kb_pool_job *jobs = xcalloc(n ? n : 1, sizeof(*jobs));
-	struct kb_pool_ops ops = { pool_request, pool_done, pool_wait, b };
+	struct kb_pool_ops ops = { pool_request, pool_done, pool_wait, b, b->o->idle, b->o->idle_arg };
 	size_t m = 0;
 	int rc;
 

@@ -239,6 +239,15 @@ struct kb_eval_opts {
 	 * (`kernelbot verify|bench --stream-mode kernelbench`).
 	 */
 	const char *stream_mode;
+	/*
+	 * Called on the caller's thread about every 100 ms while harness
+	 * workers judge a batch (kb_verifier_evaluate_many; not while it
+	 * builds, nor for fresh processes): the search takes the model replies
+	 * that came meanwhile, so none waits for a batch. It must not call
+	 * into this verifier. May be NULL.
+	 */
+	void (*idle)(void *idle_arg);
+	void *idle_arg;
 };
 
 /*

@@ -268,6 +268,8 @@ int kb_harness_pool_run(struct kb_harness_pool *p, const struct kb_pool_job *job
 			break;
 		wait_any(p, slots, pfd);
 		rc = collect_done(p, slots, ops, &left);
+		if (!rc && left && ops->idle)
+			ops->idle(ops->idle_arg);
 		if (ops->wait && kb_now_ms() >= tick) {
 			ops->wait(SIZE_MAX, NULL, -1, -1, ops->payload);
 			tick = kb_now_ms() + TICK_MS;

@@ -83,6 +83,11 @@ struct kb_pool_ops {
 	 * with i == SIZE_MAX and stage NULL about once a second. May be NULL. */
 	void (*wait)(size_t i, const char *stage, int config, int seed, void *payload);
 	void *payload;
+	/* Called between polls of the busy workers (about every 100 ms, on
+	 * the caller's thread) with idle_arg, for the caller's other work; it
+	 * must not use this pool. May be NULL. */
+	void (*idle)(void *idle_arg);
+	void *idle_arg;
 };
 
 /*

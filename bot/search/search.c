@@ -81,10 +81,12 @@ static void diagnosis_push(struct srch *s, int64_t id, const char *text)
 	}
 	s->diag_ids[s->diagnoses.nr] = id;
 	strvec_push(&s->diagnoses, text);
+	s->diag_pushed++;
 }
 
 void srch_diagnose(struct srch *s, int64_t candidate_id, const char *fmt, ...)
 {
+	const struct kb_search_cand *c;
 	struct strbuf sb = STRBUF_INIT;
 	int64_t id = 0;
 	va_list ap;
@@ -94,7 +96,10 @@ void srch_diagnose(struct srch *s, int64_t candidate_id, const char *fmt, ...)
 	va_end(ap);
 	/* reasons and model replies, bound for the meta-prompt and the database */
 	kb_redact(&sb, 300);
-	if (kb_search_db_diagnosis_add(s->st, s->row.id, s->generation, candidate_id, sb.buf, &id))
+	/* a candidate's own generation: the next one may have begun meanwhile */
+	c = candidate_id ? srch_cand(s, candidate_id) : NULL;
+	if (kb_search_db_diagnosis_add(s->st, s->row.id, c ? c->generation : s->generation, candidate_id, sb.buf,
+				       &id))
 		log_warn("search: a diagnosis was not stored; a resumed search will not see it");
 	diagnosis_push(s, id, sb.buf);
 	strbuf_release(&sb);
@@ -237,8 +242,37 @@ static int inspirations_text(struct srch *s, const int64_t *ids, size_t n, int64
 }
 
 /* The slot's plan: kind, parents, prompt; drawn from an rng of (seed, g, island, slot) only. */
+/*
+ * The kind slot (g, island, slot) was asked as before, by a run of this
+ * search killed since or by the run a replay repeats: its key names the
+ * answer in the store. Generations overlap (search_flow.c), so the
+ * archive a slot is planned from depends on when it was planned; a
+ * resumed run or a replay must still ask the same question under the
+ * same key. false: never asked (or not readable: planned afresh).
+ */
+static bool asked_kind(struct srch *s, int64_t g, size_t island, int64_t slot, enum srch_kind *kind)
+{
+	static const enum srch_kind kinds[] = { K_TRANSLATE, K_MUTATE, K_CROSSOVER };
+	struct strbuf key = STRBUF_INIT;
+	bool known = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(kinds) && !known; i++) {
+		strbuf_reset(&key);
+		kb_search_call_key(&key, s->call_base, g, (int64_t)island, slot, srch_kind_name(kinds[i]), 0);
+		if (kb_search_db_key_known(s->st, s->row.id, key.buf, &known))
+			known = false;
+		if (known)
+			*kind = kinds[i];
+	}
+	strbuf_release(&key);
+	return known;
+}
+
 static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, struct srch_plan *pl)
 {
+	enum srch_kind asked = K_TRANSLATE;
+	bool was_asked;
+	bool cross;
 	struct strbuf tag = STRBUF_INIT;
 	struct kb_select_mix mix = {
 		.explore = s->cfg->search_explore, .exploit = s->cfg->search_exploit, .tournament = 0,
@@ -262,7 +296,8 @@ static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, st
 		pl->prompt->uses++;
 	}
 	pl->kind = K_TRANSLATE;
-	if (g == 0 || !kb_archive_filled(&s->archive, island) ||
+	was_asked = g > 0 && asked_kind(s, g, island, slot, &asked);
+	if (g == 0 || (was_asked && asked == K_TRANSLATE) || !kb_archive_filled(&s->archive, island) ||
 	    kb_archive_select(&s->archive, island, &mix, &r, &cell, &how))
 		return;
 	pl->parent = srch_cand(s, kb_archive_get(&s->archive, island, cell)->candidate_id);
@@ -279,7 +314,9 @@ static void plan_slot(struct srch *s, int64_t g, size_t island, int64_t slot, st
 	 * differ between a run and its replay, and the kind is part of the
 	 * call key): two filled cells anywhere always hold a second parent.
 	 */
-	if (u < s->cfg->search_crossover && kb_archive_filled(&s->archive, SIZE_MAX) >= 2) {
+	cross = was_asked ? asked == K_CROSSOVER
+			  : u < s->cfg->search_crossover && kb_archive_filled(&s->archive, SIZE_MAX) >= 2;
+	if (cross) {
 		for (size_t i = 0; i < pl->nr_insp && !pl->second; i++)
 			if (pl->insp[i] != pl->parent->id)
 				pl->second = srch_cand(s, pl->insp[i]);
@@ -380,8 +417,7 @@ static int plan_proposals(struct srch *s, int64_t g, int64_t n, bool spread, str
 
 /* --- generations --- */
 
-/* Store the generation's archive, prompts, history and counters together; g is done. */
-static int commit(struct srch *s, int64_t g)
+int srch_commit(struct srch *s, int64_t g)
 {
 	int rc = -1;
 
@@ -473,124 +509,125 @@ static int plant_seeds(struct srch *s)
 	return rc;
 }
 
-/* Translation: the seeds, then [search] initial first kernels spread over the islands. */
-static int translate(struct srch *s)
+int srch_generation_plan(struct srch *s, int64_t g, struct srch_flow_spec **specs, size_t *n, struct strbuf *stage)
 {
-	struct srch_flow_spec *specs = NULL;
+	int64_t per = s->cfg->search_per_generation > 0 ? s->cfg->search_per_generation : 1;
 	int64_t initial = s->cfg->search_initial > 0 ? s->cfg->search_initial : (int64_t)s->nr_islands;
+	int64_t k = g ? per * (int64_t)s->nr_islands : initial;
 	int rc;
 
-	s->generation = 0;
-	kb_progress_stage(s->pg, "translate", (size_t)initial);
-	rc = plant_seeds(s);
-	if (!rc)
-		rc = plan_proposals(s, 0, initial, true, &specs);
-	if (!rc)
-		rc = srch_flow_run(s, specs, (size_t)initial, "translate");
-	srch_flow_specs_free(specs, (size_t)initial);
-	if (!rc)
-		rc = commit(s, 0);
+	s->generation = g;
+	strbuf_reset(stage);
+	if (g)
+		strbuf_addf(stage, "evolve %lld/%lld", (long long)g, (long long)s->generations);
+	else
+		strbuf_addstr(stage, "translate");
+	kb_progress_stage(s->pg, stage->buf, (size_t)k);
+	/* translation: [search] initial first kernels spread over the islands */
+	rc = plan_proposals(s, g, k, g == 0, specs);
+	*n = rc ? 0 : (size_t)k;
 	return rc;
 }
 
-/* The aux model rewrites the best prompt's sections from the recent failures. */
-static int meta_rewrite(struct srch *s, int64_t g)
+void srch_generation_migrate(struct srch *s, int64_t g)
+{
+	struct kb_migration *moves;
+	size_t m, accepted = 0;
+
+	if (g < 1 || s->nr_islands < 2 || s->cfg->search_migration_interval <= 0 ||
+	    g % s->cfg->search_migration_interval)
+		return;
+	moves = xcalloc(s->nr_islands, sizeof(*moves));
+	m = kb_archive_migrate(&s->archive, moves);
+	for (size_t i = 0; i < m; i++) {
+		accepted += moves[i].accepted;
+		if (kb_search_db_migration_add(s->st, s->row.id, g, &moves[i]))
+			log_warn("search: a migration of generation %lld was not stored", (long long)g);
+	}
+	kb_progress_note(s->pg, "migration: %zu of %zu island bests accepted by the next island", accepted, m);
+	free(moves);
+}
+
+int srch_meta_prompt(struct srch *s, int64_t g, struct srch_meta *m, struct strbuf *prompt)
 {
 	struct kb_prompt_vars v = KB_PROMPT_VARS_INIT;
-	struct strbuf prompt = STRBUF_INIT, diag = STRBUF_INIT, why = STRBUF_INIT;
-	struct kb_llm_reply reply;
-	struct kb_prompt child, *parent;
+	struct strbuf diag = STRBUF_INIT;
 	const char *aux = s->cfg->llm_aux_model;
 	long model = aux && *aux ? kb_llm_find_model(s->llm, aux) : 0;
-	size_t pi;
-	int rc;
+	int rc = 0;
 
 	/* asked every meta_interval generations, failures or not: a replay must ask the same questions */
-	if (!s->nr_prompts)
+	m->due = g >= 1 && !s->cut_short && s->cfg->search_meta_interval > 0 &&
+		 g % s->cfg->search_meta_interval == 0 && s->nr_prompts;
+	if (!m->due)
 		return 0;
-	kb_llm_reply_init(&reply);
-	kb_prompt_init(&child);
-	pi = kb_metaprompt_select(s->prompts, s->nr_prompts, s->cfg->search_prompt_temperature, 0.0, &s->row.rng);
-	parent = &s->prompts[pi];
+	m->model = model < 0 ? 0 : (size_t)model;
+	m->parent = kb_metaprompt_select(s->prompts, s->nr_prompts, s->cfg->search_prompt_temperature, 0.0,
+					 &s->row.rng);
+	/* the lines shown: those made later (the next generation's) wait for the next rewrite */
+	m->seen_mark = s->diag_pushed;
+	m->seen = s->diagnoses.nr;
 	for (size_t i = 0; i < s->diagnoses.nr; i++)
 		strbuf_addf(&diag, "- %s\n", s->diagnoses.v[i]);
 	if (!s->diagnoses.nr)
 		strbuf_addstr(&diag, "- no candidate failed since the last rewrite; the slowest kernels are the thing to improve");
 	strbuf_trim(&diag);
-	sections_vars(s, parent, &v);
+	sections_vars(s, &s->prompts[m->parent], &v);
 	kb_prompt_var(&v, "diagnoses", diag.buf);
-	if (srch_render(s, T_META, &v, &prompt)) {
+	if (srch_render(s, T_META, &v, prompt))
 		rc = -1;
-		goto out;
-	}
-	rc = srch_ask(s, g, 0, 0, "meta", 0, model < 0 ? 0 : (size_t)model, prompt.buf, &reply, NULL);
-	if (rc == KB_ECANCELLED || rc == -1)
-		goto out;
-	rc = 0;
-	if (reply.status != KB_LLM_OK || !reply.text.len)
-		goto out;
-	if (kb_metaprompt_parse_rewrite(parent, reply.text.buf, &child, &why)) {
-		kb_progress_note(s->pg, "meta-prompt rewrite refused: %s", why.buf);
-		goto out;
-	}
-	{
-		struct kb_prompt *p = prompt_push(s);
-		int64_t parent_id = s->prompts[pi].id;
-
-		*p = child;
-		kb_prompt_init(&child);
-		p->id = 0;
-		p->parent_id = parent_id;
-		p->fitness = NAN;
-		p->uses = 0;
-	}
-	kb_progress_note(s->pg, "meta-prompt rewritten from %zu diagnoses (now %zu prompts)", s->diagnoses.nr,
-			 s->nr_prompts);
-	strvec_clear(&s->diagnoses);
-out:
-	kb_prompt_release(&child);
-	kb_llm_reply_release(&reply);
 	kb_prompt_vars_release(&v);
-	strbuf_release(&prompt);
 	strbuf_release(&diag);
-	strbuf_release(&why);
 	return rc;
 }
 
-static int evolve(struct srch *s, int64_t g)
+/* Drop the oldest n diagnoses (shown to a rewrite). */
+static void diagnoses_drop(struct srch *s, size_t n)
 {
-	struct srch_flow_spec *specs = NULL;
-	struct strbuf stage = STRBUF_INIT;
-	int64_t per = s->cfg->search_per_generation > 0 ? s->cfg->search_per_generation : 1;
-	int64_t n = per * (int64_t)s->nr_islands;
-	int rc;
+	if (n > s->diagnoses.nr)
+		n = s->diagnoses.nr;
+	for (size_t i = 0; i < n; i++)
+		free((char *)s->diagnoses.v[i]);
+	memmove(s->diagnoses.v, s->diagnoses.v + n, (s->diagnoses.nr - n) * sizeof(*s->diagnoses.v));
+	memmove(s->diag_ids, s->diag_ids + n, (s->diagnoses.nr - n) * sizeof(*s->diag_ids));
+	s->diagnoses.nr -= n;
+	s->diagnoses.v[s->diagnoses.nr] = NULL;
+}
 
-	s->generation = g;
-	strbuf_addf(&stage, "evolve %lld/%lld", (long long)g, (long long)s->generations);
-	kb_progress_stage(s->pg, stage.buf, (size_t)n);
-	rc = plan_proposals(s, g, n, false, &specs);
-	if (!rc)
-		rc = srch_flow_run(s, specs, (size_t)n, stage.buf);
-	srch_flow_specs_free(specs, (size_t)n);
-	if (!rc && s->nr_islands > 1 && s->cfg->search_migration_interval > 0 &&
-	    g % s->cfg->search_migration_interval == 0) {
-		struct kb_migration *moves = xcalloc(s->nr_islands, sizeof(*moves));
-		size_t m = kb_archive_migrate(&s->archive, moves), accepted = 0;
+void srch_meta_take(struct srch *s, const struct srch_meta *m, const struct kb_llm_reply *reply)
+{
+	struct strbuf why = STRBUF_INIT;
+	struct kb_prompt child, *p;
+	size_t later = (size_t)(s->diag_pushed - m->seen_mark), seen;
+	int64_t parent_id;
 
-		for (size_t i = 0; i < m; i++) {
-			accepted += moves[i].accepted;
-			if (kb_search_db_migration_add(s->st, s->row.id, g, &moves[i]))
-				log_warn("search: a migration of generation %lld was not stored", (long long)g);
-		}
-		kb_progress_note(s->pg, "migration: %zu of %zu island bests accepted by the next island", accepted, m);
-		free(moves);
+	kb_prompt_init(&child);
+	if (!reply || reply->status != KB_LLM_OK || !reply->text.len) {
+		kb_progress_note(s->pg, "meta-prompt rewrite: no answer from the model (the prompts stay)");
+		goto out;
 	}
-	if (!rc && !s->cut_short && s->cfg->search_meta_interval > 0 && g % s->cfg->search_meta_interval == 0)
-		rc = meta_rewrite(s, g);
-	if (!rc)
-		rc = commit(s, g);
-	strbuf_release(&stage);
-	return rc;
+	if (kb_metaprompt_parse_rewrite(&s->prompts[m->parent], reply->text.buf, &child, &why)) {
+		kb_progress_note(s->pg, "meta-prompt rewrite refused: %s", why.buf);
+		goto out;
+	}
+	parent_id = s->prompts[m->parent].id;
+	p = prompt_push(s);
+	*p = child;
+	kb_prompt_init(&child);
+	p->id = 0;
+	p->parent_id = parent_id;
+	p->fitness = NAN;
+	p->uses = 0;
+	/* the lines the rewrite saw: the oldest, as the newest were pushed since */
+	seen = s->diagnoses.nr > later ? s->diagnoses.nr - later : 0;
+	if (seen > m->seen)
+		seen = m->seen;
+	kb_progress_note(s->pg, "meta-prompt rewritten from %zu diagnoses (now %zu prompts)", m->seen,
+			 s->nr_prompts);
+	diagnoses_drop(s, seen);
+out:
+	kb_prompt_release(&child);
+	strbuf_release(&why);
 }
 
 /* --- the end --- */
@@ -1141,14 +1178,17 @@ int kb_search_run(struct kb_verifier *vf, struct kb_state *st, struct kb_llm_cli
 				 (long long)s.generations, s.generations == 1 ? "" : "s");
 
 	rc = 0;
-	if (s.row.generation == 0)
-		rc = translate(&s);
-	for (int64_t g = s.row.generation; !rc && !s.cut_short && g >= 1 && g <= s.generations; g++)
-		rc = evolve(&s, g);
+	if (s.row.generation == 0) {
+		s.generation = 0;
+		rc = plant_seeds(&s);
+	}
+	/* translation (generation 0) and evolution, the next generation begun while one ends */
+	if (!rc && s.row.generation <= s.generations)
+		rc = srch_flow_generations(&s, s.row.generation, s.generations);
 	if (!rc && !s.cut_short && s.cfg->search_tune_templates && s.row.generation == s.generations + 1) {
 		rc = srch_template_step(&s, s.generations + 1);
 		if (!rc)
-			rc = commit(&s, s.generations + 1);
+			rc = srch_commit(&s, s.generations + 1);
 	}
 	if (!rc)
 		rc = finish(&s);

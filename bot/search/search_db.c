@@ -740,3 +740,19 @@ int kb_search_db_call_failure(struct kb_state *st, const char *call_key, struct 
 	sqlite3_finalize(stmt);
 	return rc;
 }
+
+int kb_search_db_key_known(struct kb_state *st, int64_t search_id, const char *call_key, bool *known)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	*known = false;
+	rc = kb_state_query_row(st, &stmt, "look up a call key",
+				"SELECT 1 WHERE EXISTS (SELECT 1 FROM llm_calls WHERE call_key = ?1)"
+				" OR EXISTS (SELECT 1 FROM search_prompt_texts WHERE search_id = ?2 AND call_key = ?1)",
+				"ti", call_key, search_id);
+	sqlite3_finalize(stmt);
+	if (rc == 1)
+		*known = true;
+	return rc == -1 ? -1 : 0;
+}

@@ -163,6 +163,12 @@ cJSON *kb_search_db_history(struct kb_state *st, int64_t search_id);
 /* --- LLM calls of a search (their totals: llm/usage.h) --- */
 
 /*
+ * Whether call_key was asked before: a call recorded under it (any
+ * search: a replay shares the keys) or a prompt this search sent under it
+ * (asked, maybe still in flight at a kill). 0 or -1.
+ */
+int kb_search_db_key_known(struct kb_state *st, int64_t search_id, const char *call_key, bool *known);
+/*
  * A call under call_key that failed in a way that is the model's answer,
  * not the network's (status "empty" or "malformed"): its status and error
  * line. A resumed or replayed search takes it as the answer again instead

@@ -274,6 +274,8 @@ static int evaluate(struct srch *s, struct kb_search_cand **to_run, size_t m, co
 		.timing = true,
 		/* a hung build or kernel cannot eat the final checks' reserve */
 		.deadline_ms = srch_work_deadline_ms(s),
+		/* the replies that come meanwhile are taken (and their next calls asked) at once */
+		.idle = s->idle, .idle_arg = s->flow,
 	};
 	struct eval_ctx ec = { .s = s, .to_run = to_run };
 	struct strbuf path = STRBUF_INIT;

@@ -9,33 +9,59 @@
 #include "search/search_priv.h"
 
 /*
- * One generation as a flow of model calls and evaluations (issue 16):
- * every proposal is asked at once (up to [search] calls_in_flight in
- * flight, llm/pool.h); each reply, as it completes, becomes a candidate,
- * is screened statically and sent to the three LLM verifiers (asked at
- * once too); once its verdicts are in it is ready, and the harness
- * evaluates everything ready in one batch while the other calls go on. A
- * candidate that fails gets its repair asked right after its evaluation.
- * The generation ends when nothing is in flight and nothing is ready.
+ * The generations as one flow of model calls and evaluations (issue 16):
+ * a generation's proposals are asked at once (up to [search]
+ * calls_in_flight in flight, llm/pool.h); each reply, as it completes,
+ * becomes a candidate, is screened statically and sent to the three LLM
+ * verifiers (asked at once too); once its verdicts are in it is ready,
+ * and the harness evaluates everything ready in one batch while the other
+ * calls go on. A candidate that fails gets its repair asked right after
+ * its evaluation.
+ *
+ * Two generations overlap: the next one is planned as soon as every
+ * proposal of the current one is judged, while its repairs (each a chain
+ * of a repair call, its verifiers and an evaluation) still run; otherwise
+ * the calls in flight would drain to one or two at every generation's
+ * end, the model's latency paid per hop of the longest chain. A
+ * generation ends when nothing of it is in flight or waiting: then its
+ * migration, its meta-prompt rewrite (a call of the flow like the
+ * others), and its commit, generations in order. A third is not begun
+ * before the first is committed.
  *
  * Replies come back in completion order, so the archive, the islands and
  * the prompts' credit follow that order: deterministic for a given seed
  * and order of completions. Answers stored by an earlier run (a kill, a
- * replay) are taken from the store at once, in slot order. Every completed
- * call is stored by the pool's thread when it ends, so a search killed
- * while evaluating never asks a completed call again.
+ * replay) are taken from the store at once, in slot order, and a slot
+ * asked before keeps its kind, so its key (srch_generation_plan). Every
+ * completed call is stored by the pool's thread when it ends, so a search
+ * killed while evaluating never asks a completed call again.
  */
 
-enum job_kind { J_PROPOSE, J_REPAIR, J_VERIFY, J_TEMPLATIZE };
+enum job_kind { J_PROPOSE, J_REPAIR, J_VERIFY, J_TEMPLATIZE, J_META };
 
 struct job {
 	enum job_kind kind;
+	int64_t gen;                    /* the generation it belongs to: whose end waits for it */
 	struct kb_search_cand like;     /* generation, island, slot, round, parents, prompt of the kernel asked for */
 	struct kb_search_cand *c;       /* J_REPAIR: the failed one; J_VERIFY: the candidate; J_TEMPLATIZE: the base */
 	int verifier;                   /* J_VERIFY */
+	size_t model;                   /* SIZE_MAX: drawn from the key */
+	struct srch_meta meta;          /* J_META */
 	char *purpose;
 	char *key;
 };
+
+/* A generation begun and not committed yet. */
+struct gen {
+	int64_t g;
+	char *stage;                    /* "translate", "evolve G/N" */
+	size_t in_flight;               /* its calls in the pool */
+	size_t proposing;               /* its proposals among them */
+	bool ended;                     /* migrated, its rewrite asked (or none due) */
+};
+
+/* The generations open at once: the one ending, the next. */
+#define OPEN_GENS 2
 
 /* A candidate waiting for its verifiers' answers. */
 struct verifying {
@@ -47,7 +73,12 @@ struct verifying {
 
 struct flow {
 	struct srch *s;
-	const char *stage;
+	size_t taken;                   /* replies taken during harness waits since the loop looked */
+	bool taking;                    /* in take_in_wait */
+	int wait_rc;                    /* the first error of a reply taken there */
+	int64_t next, last;             /* the next generation to plan; the last one */
+	struct gen gens[OPEN_GENS];     /* oldest first */
+	size_t nr_gens;
 	struct kb_search_cand **ready;
 	size_t nr_ready, alloc_ready;
 	struct verifying *v;
@@ -63,14 +94,42 @@ static void job_free(struct job *j)
 	free(j);
 }
 
-static struct job *job_new(enum job_kind kind, const char *purpose)
+static struct job *job_new(enum job_kind kind, const char *purpose, int64_t gen)
 {
 	struct job *j = xcalloc(1, sizeof(*j));
 
 	j->kind = kind;
+	j->gen = gen;
+	j->model = SIZE_MAX;
 	j->purpose = xstrdup(purpose);
 	kb_search_cand_init(&j->like);
 	return j;
+}
+
+static struct gen *gen_of(struct flow *f, int64_t g)
+{
+	for (size_t i = 0; i < f->nr_gens; i++)
+		if (f->gens[i].g == g)
+			return &f->gens[i];
+	return NULL;
+}
+
+/* A call of j went to the pool (in, true) or came back. */
+static void count_call(struct flow *f, const struct job *j, bool in)
+{
+	struct gen *gn = gen_of(f, j->gen);
+
+	if (!gn) {
+		log_warn("search: a %s call of generation %lld, which is not open", j->purpose, (long long)j->gen);
+		return;
+	}
+	if (in) {
+		gn->in_flight++;
+		gn->proposing += j->kind == J_PROPOSE;
+	} else {
+		gn->in_flight--;
+		gn->proposing -= j->kind == J_PROPOSE;
+	}
 }
 
 static void ready_push(struct flow *f, struct kb_search_cand *c)
@@ -99,9 +158,10 @@ static int ask(struct flow *f, struct job *j, const char *prompt)
 
 	kb_llm_reply_init(&reply);
 	rc = srch_ask_begin(s, j->like.generation, j->like.island, j->like.slot, j->purpose, j->like.round,
-			    SIZE_MAX, prompt, &reply, &key, j, &ticket);
+			    j->model, prompt, &reply, &key, j, &ticket);
 	j->key = strbuf_detach(&key, NULL);
 	if (rc == SRCH_ASKED) {
+		count_call(f, j, true);
 		kb_llm_reply_release(&reply);
 		return 0;
 	}
@@ -150,7 +210,7 @@ static int verify(struct flow *f, struct kb_search_cand *c)
 	v->answered = 0;
 	v->pass = true;
 	for (int k = 0; k < KB_SV_NR && !rc; k++) {
-		struct job *j = job_new(J_VERIFY, "verify");
+		struct job *j = job_new(J_VERIFY, "verify", c->generation);
 
 		if (srch_verify_prompt(s, c, k, &prompt, &purpose)) {
 			job_free(j);
@@ -235,6 +295,11 @@ static int on_reply(struct flow *f, struct job *j, int rc, struct kb_llm_reply *
 		rc = rc ? 0 : srch_tune_take(s, j->c, j->key, reply);
 		goto out;
 	}
+	if (j->kind == J_META) {
+		srch_meta_take(s, &j->meta, rc ? NULL : reply);
+		rc = 0;
+		goto out;
+	}
 	if (rc) {
 		rc = 0; /* a failed call or a budget: the slot yields nothing */
 		goto out;
@@ -262,7 +327,7 @@ static int repair(struct flow *f, struct kb_search_cand *c)
 
 	if (!repairable(c) || s->cut_short || c->round >= s->cfg->search_repair_rounds)
 		return 0;
-	j = job_new(J_REPAIR, "repair");
+	j = job_new(J_REPAIR, "repair", c->generation);
 	j->like = *c;
 	j->like.round = c->round + 1;
 	j->like.parent_id = c->id;
@@ -291,7 +356,8 @@ static int run_ready(struct flow *f)
 	for (size_t i = 0; i < n; i++)
 		if (!strcmp(batch[i]->verdict, "pending"))
 			to_run[m++] = batch[i];
-	rc = srch_run_batch(s, to_run, m, batch, n, f->stage);
+	/* the newest generation's stage: the progress line counts its work */
+	rc = srch_run_batch(s, to_run, m, batch, n, f->gens[f->nr_gens - 1].stage);
 	for (size_t i = 0; i < n && !rc; i++)
 		rc = repair(f, batch[i]);
 	free(to_run);
@@ -315,6 +381,8 @@ static void drain(struct flow *f, bool abort)
 		cJSON_Delete(f->v[i].all);
 	free(f->v);
 	free(f->ready);
+	for (size_t i = 0; i < f->nr_gens; i++)
+		free(f->gens[i].stage);
 }
 
 /*
@@ -324,7 +392,7 @@ static void drain(struct flow *f, bool abort)
  * the base's own place, so a resumed run or a replay asks it again only
  * from the store.
  */
-static int ask_templatize(struct flow *f)
+static int ask_templatize(struct flow *f, int64_t g)
 {
 	struct kb_search_cand *base = srch_tune_wanted(f->s);
 	struct strbuf prompt = STRBUF_INIT;
@@ -337,7 +405,7 @@ static int ask_templatize(struct flow *f)
 		strbuf_release(&prompt);
 		return -1;
 	}
-	j = job_new(J_TEMPLATIZE, "templatize");
+	j = job_new(J_TEMPLATIZE, "templatize", g);
 	j->like = *base;
 	j->c = base;
 	rc = ask(f, j, prompt.buf);
@@ -345,14 +413,40 @@ static int ask_templatize(struct flow *f)
 	return rc;
 }
 
-int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage)
+/* Whether g has a call in flight or a candidate waiting (for its verifiers, for the harness). */
+static bool gen_busy(const struct flow *f, const struct gen *gn, bool proposals_only)
 {
-	struct flow f = { .s = s, .stage = stage };
-	int rc = ask_templatize(&f);
+	if (proposals_only ? gn->proposing > 0 : gn->in_flight > 0)
+		return true;
+	for (size_t i = 0; i < f->nr_v; i++)
+		if (f->v[i].c->generation == gn->g && (!proposals_only || f->v[i].c->round == 0))
+			return true;
+	for (size_t i = 0; i < f->nr_ready; i++)
+		if (f->ready[i]->generation == gn->g && (!proposals_only || f->ready[i]->round == 0))
+			return true;
+	return false;
+}
 
+/* The next generation planned and its calls asked: its rewrite first, then its proposals. */
+static int begin_next(struct flow *f)
+{
+	struct srch *s = f->s;
+	struct srch_flow_spec *specs = NULL;
+	struct strbuf stage = STRBUF_INIT;
+	int64_t g = f->next++;
+	size_t n = 0;
+	int rc;
+
+	rc = srch_generation_plan(s, g, &specs, &n, &stage);
+	if (rc) {
+		strbuf_release(&stage);
+		return rc;
+	}
+	f->gens[f->nr_gens++] = (struct gen){ .g = g, .stage = strbuf_detach(&stage, NULL) };
+	rc = ask_templatize(f, g);
 	for (size_t i = 0; i < n && !rc && !s->cut_short; i++) {
 		struct srch_flow_spec *sp = &specs[i];
-		struct job *j = job_new(J_PROPOSE, srch_kind_name(sp->kind));
+		struct job *j = job_new(J_PROPOSE, srch_kind_name(sp->kind), g);
 
 		j->like.generation = sp->g;
 		j->like.island = sp->island;
@@ -365,27 +459,155 @@ int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const 
 			rc = KB_ECANCELLED;
 			break;
 		}
-		rc = ask(&f, j, sp->prompt.buf);
+		rc = ask(f, j, sp->prompt.buf);
 	}
+	srch_flow_specs_free(specs, n);
+	return rc;
+}
+
+/* Nothing of the oldest generation left: its migration and its rewrite asked. */
+static int end_oldest(struct flow *f)
+{
+	struct srch *s = f->s;
+	struct gen *gn = &f->gens[0];
+	struct strbuf prompt = STRBUF_INIT;
+	struct job *j;
+	int rc;
+
+	gn->ended = true;
+	srch_generation_migrate(s, gn->g);
+	j = job_new(J_META, "meta", gn->g);
+	rc = srch_meta_prompt(s, gn->g, &j->meta, &prompt);
+	if (rc || !j->meta.due) {
+		job_free(j);
+		strbuf_release(&prompt);
+		return rc;
+	}
+	j->like.generation = gn->g;
+	j->model = j->meta.model;
+	rc = ask(f, j, prompt.buf);
+	strbuf_release(&prompt);
+	return rc;
+}
+
+/*
+ * Move the generations on as far as they go: the oldest ended (migration,
+ * rewrite) and committed once nothing of it is left, the next begun once
+ * every proposal of the newest is judged. 0, -1, KB_ECANCELLED.
+ */
+static int advance(struct flow *f)
+{
+	struct srch *s = f->s;
+	int rc = 0;
+
+	while (!rc) {
+		struct gen *old = f->nr_gens ? &f->gens[0] : NULL;
+
+		if (old && !gen_busy(f, old, false)) {
+			if (!old->ended) {
+				rc = end_oldest(f);
+				continue;
+			}
+			rc = srch_commit(s, old->g);
+			free(old->stage);
+			memmove(&f->gens[0], &f->gens[1], (f->nr_gens - 1) * sizeof(f->gens[0]));
+			f->nr_gens--;
+			continue;
+		}
+		if (f->next <= f->last && f->nr_gens < OPEN_GENS && !s->cut_short &&
+		    (!f->nr_gens || !gen_busy(f, &f->gens[f->nr_gens - 1], true))) {
+			rc = begin_next(f);
+			continue;
+		}
+		break;
+	}
+	return rc;
+}
+
+/* A completed call taken from the pool: counted, recorded, handled. */
+static int take(struct flow *f, struct kb_llm_pool_done *done)
+{
+	struct job *j = done->payload;
+	int rc;
+
+	count_call(f, j, false);
+	rc = srch_ask_end(f->s, j->purpose, j->key, done->rc, &done->reply);
+	rc = on_reply(f, j, rc, &done->reply);
+	kb_llm_reply_release(&done->reply);
+	return rc;
+}
+
+/*
+ * s->idle while the harness judges a batch: the replies completed by now
+ * are taken, so their verifiers, repairs and candidates go on without
+ * waiting for the batch (a tune step or a candidate takes 3-10 s on the
+ * H200). Nothing here runs the harness: what becomes ready waits in
+ * f->ready for the loop.
+ */
+static void take_in_wait(void *ctx)
+{
+	struct flow *f = ctx;
+	struct kb_llm_pool_done done;
+
+	if (f->taking)
+		return;
+	f->taking = true;
+	while (!f->wait_rc) {
+		int rc = kb_llm_pool_next(f->s->pool, 0, &done);
+
+		if (rc == KB_ETIMEOUT || rc == KB_ENOTFOUND)
+			break;
+		if (rc) {
+			f->wait_rc = rc;
+			break;
+		}
+		f->taken++;
+		f->wait_rc = take(f, &done);
+	}
+	f->taking = false;
+}
+
+static bool flow_waits(void *ctx)
+{
+	const struct flow *f = ctx;
+
+	return f->taken || f->nr_ready || f->wait_rc;
+}
+
+int srch_flow_generations(struct srch *s, int64_t first, int64_t last)
+{
+	struct flow f = { .s = s, .next = first, .last = last };
+	int rc = 0;
+
+	s->idle = take_in_wait;
+	s->flow_waits = flow_waits;
+	s->flow = &f;
 	while (!rc) {
 		struct kb_llm_pool_done done;
 
+		rc = advance(&f);
+		if (rc || !f.nr_gens)
+			break;
+		f.taken = 0;
 		if (f.nr_ready) {
 			rc = run_ready(&f);
-			continue;
+		} else {
+			rc = srch_tune_await(s, &done);
+			if (!rc)
+				rc = take(&f, &done);
+			else if (rc == KB_ETIMEOUT || (rc == KB_ENOTFOUND && f.taken))
+				rc = 0; /* replies taken during a tune step: the loop looks again */
+			else if (rc == KB_ENOTFOUND)
+				/* nothing in flight and nothing ready, yet a generation is open: a bug, not a hang */
+				rc = error("search: generation %lld has nothing in flight and cannot end",
+					   (long long)f.gens[0].g);
 		}
-		rc = srch_tune_await(s, &done);
-		if (rc == KB_ENOTFOUND) {
-			rc = 0;
-			break;
-		}
-		if (rc)
-			break;
-		rc = srch_ask_end(s, ((struct job *)done.payload)->purpose, ((struct job *)done.payload)->key,
-				  done.rc, &done.reply);
-		rc = on_reply(&f, done.payload, rc, &done.reply);
-		kb_llm_reply_release(&done.reply);
+		if (!rc)
+			rc = f.wait_rc;
 	}
+	s->idle = NULL;
+	s->flow_waits = NULL;
+	s->flow = NULL;
 	if (rc == -1 && kb_stop_requested())
 		rc = KB_ECANCELLED;
 	drain(&f, rc != 0);

@@ -100,6 +100,7 @@ struct srch {
 	int64_t best_id;               /* the best so far, archived or tuned */
 	struct strvec diagnoses;       /* recent failures, for meta-prompt rewrites */
 	int64_t diag_ids[SRCH_MAX_DIAGNOSES]; /* their search_diagnoses rows (0: not stored) */
+	uint64_t diag_pushed;          /* diagnoses ever pushed: which ones a rewrite saw */
 
 	/* this run */
 	int64_t t0_ms;
@@ -108,6 +109,15 @@ struct srch {
 	char *cut_short;
 	struct kb_budget clock;    /* the time budget: may a batch still be evaluated */
 	struct kb_llm_pool *pool;      /* the generations' model calls in flight (llm/pool.h) */
+	/*
+	 * While the flow runs (search_flow.c): idle takes the replies that
+	 * complete while the harness judges a batch (kb_eval_opts.idle, with
+	 * flow); flow_waits says whether replies so taken left the flow
+	 * something to do (candidates ready, a generation to move on).
+	 */
+	void (*idle)(void *flow);
+	bool (*flow_waits)(void *flow);
+	void *flow;
 	size_t evaluated, replayed, asked, failed_calls;
 	struct srch_tuner tuner;
 };
@@ -132,7 +142,31 @@ struct srch_flow_spec {
 	struct strbuf prompt;
 };
 
+/* A generation's meta-prompt rewrite, asked as its last call (srch_meta_prompt). */
+struct srch_meta {
+	bool due;
+	size_t model, parent;            /* the aux model; the prompt rewritten (index) */
+	size_t seen;                     /* the diagnoses shown */
+	uint64_t seen_mark;              /* s->diag_pushed then */
+};
+
 /* --- search.c --- */
+
+/*
+ * Generation g planned: its stage name ("translate", "evolve G/N", the
+ * progress stage begun) and its proposals, every slot's prompt rendered;
+ * the kind of a slot asked before (a kill, a replay) stays. 0 or -1.
+ */
+int srch_generation_plan(struct srch *s, int64_t g, struct srch_flow_spec **specs, size_t *n,
+			 struct strbuf *stage);
+/* After generation g: the island bests migrate when [search] migration_interval says so. */
+void srch_generation_migrate(struct srch *s, int64_t g);
+/* After generation g: m->due when a meta-prompt rewrite is due (prompt: its request, the aux model's). 0 or -1. */
+int srch_meta_prompt(struct srch *s, int64_t g, struct srch_meta *m, struct strbuf *prompt);
+/* Its answer (NULL: the call failed): a new prompt, and the diagnoses it saw dropped. */
+void srch_meta_take(struct srch *s, const struct srch_meta *m, const struct kb_llm_reply *reply);
+/* Store generation g's archive, prompts, history and counters together: g is done. 0 or -1. */
+int srch_commit(struct srch *s, int64_t g);
 
 /* "translate", "mutate", "crossover". */
 const char *srch_kind_name(enum srch_kind k);
@@ -271,12 +305,16 @@ int srch_reply_cand(struct srch *s, const char *proposer, const struct kb_llm_re
 /* --- search_flow.c --- */
 
 /*
- * One generation's proposals, their LLM verifiers, evaluations and repairs,
- * with up to [search] calls_in_flight model calls in flight while the
- * harness evaluates what came back (in completion order). 0, -1,
+ * Generations first..last (0: translation) as one flow: each one's
+ * proposals, their LLM verifiers, evaluations and repairs, with up to
+ * [search] calls_in_flight model calls in flight while the harness
+ * evaluates what came back (in completion order). The next generation is
+ * planned once the current one's proposals are judged (its repairs may
+ * still run), so the calls in flight do not drain at each generation's
+ * end; each is committed when everything it asked is done. 0, -1,
  * KB_ECANCELLED; a budget ends it early with s->cut_short set.
  */
-int srch_flow_run(struct srch *s, struct srch_flow_spec *specs, size_t n, const char *stage);
+int srch_flow_generations(struct srch *s, int64_t first, int64_t last);
 void srch_flow_specs_free(struct srch_flow_spec *specs, size_t n);
 
 /* --- llm_verifiers.c --- */
@@ -297,7 +335,7 @@ void srch_verify_finish(struct kb_search_cand *c, cJSON *all, int answered, bool
  * back to a model with the request to mark its tunable constants
  * (`// kb-tune NAME: V1 V2`, extract.h), and its parameter space is then
  * tuned a point at a time whenever the harness would idle
- * (srch_flow_run), and to its end after the last generation
+ * (srch_flow_generations), and to its end after the last generation
  * (srch_template_step).
  *
  * wanted: when tuning is on, the archive's fittest LLM elite whose
@@ -317,9 +355,11 @@ bool srch_tune_ready(struct srch *s);
 int srch_tune_step(struct srch *s);
 /*
  * The pool's next completed call, as kb_llm_pool_next with no timeout,
- * tune steps running while none has completed and points are left: a
- * reply waits at most one step. A step's -1 or KB_ECANCELLED is returned
- * as is (the calls in flight go on; the caller ends them).
+ * tune steps running while none has completed and points are left (the
+ * replies that complete during a step's harness run are taken by s->idle
+ * meanwhile). KB_ETIMEOUT when replies so taken left the flow work
+ * (s->flow_waits). A step's -1 or KB_ECANCELLED is returned as is (the
+ * calls in flight go on; the caller ends them).
  */
 struct kb_llm_pool_done;
 int srch_tune_await(struct srch *s, struct kb_llm_pool_done *done);

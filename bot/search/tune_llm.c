@@ -279,8 +279,15 @@ int srch_tune_step(struct srch *s)
 	if (!rc && m) {
 		kb_progress_activity(s->pg, "tuning #%lld in the model's waits: %zu point%s", (long long)b->base_id,
 				     m, m == 1 ? "" : "s");
+		int64_t base_id = b->base_id;
+
 		rc = srch_run_points(s, batch, m);
-		for (size_t i = 0; i < m && !rc; i++)
+		/* replies taken meanwhile (kb_eval_opts.idle) may have queued bases: the queue moved */
+		b = NULL;
+		for (size_t i = 0; i < s->tuner.nr && !b; i++)
+			if (s->tuner.q[i].base_id == base_id)
+				b = &s->tuner.q[i];
+		for (size_t i = 0; i < m && !rc && b; i++)
 			note_point(b, batch[i]);
 	}
 	free(batch);
@@ -300,6 +307,9 @@ int srch_tune_await(struct srch *s, struct kb_llm_pool_done *done)
 		rc = srch_tune_step(s);
 		if (rc)
 			return rc;
+		/* replies taken during the step left work for the flow: it goes first */
+		if (s->flow_waits && s->flow_waits(s->flow))
+			return KB_ETIMEOUT;
 	}
 	return kb_llm_pool_next(s->pool, -1, done);
 }

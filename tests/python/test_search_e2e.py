@@ -578,11 +578,15 @@ def test_tune_points_fill_the_models_waits(env, sim):
     relu_search(env, sim)  # the templates' tuning is cached by now
     cfg = config(env, sim, "waits", audit=0.0, generations=2, per_generation=2, initial=2, repair=0,
                  meta=0, tune=True)
+    # right kernels only: an LLM elite exists from the translations on,
+    # whatever the earlier tests drew from the simulator's permutation
+    sim.only(["right"])
     sim.latency(700)  # under the config's 1 s call timeout
     try:
         r = run(env, cfg, RELU, "waits", "--seed", "505")
     finally:
         sim.latency(0)
+        sim.only(None)
     assert r.returncode == 0, r.stdout + r.stderr
     s = kernel_json(env, "waits")["search"]
     sid = s["search_id"]
@@ -601,6 +605,43 @@ def test_tune_points_fill_the_models_waits(env, sim):
     assert re.search(r"^\[tune(?: \d+/\d+)?\] #\d+ tune", r.stderr, re.M), r.stderr
     assert "tuning #" in r.stderr
     assert kernel_json(env, "waits")["verdict"] == "verified"
+
+
+def test_next_generation_begins_while_one_ends(env, sim):
+    """Generation 2 is planned and asked as soon as generation 1's
+    proposals are judged, not after generation 1's repairs and its
+    meta-prompt rewrite (asked last, when nothing of generation 1 is left):
+    the calls in flight do not drain at a generation's end. Each
+    generation is still committed whole and in order, and no call is
+    asked twice."""
+    relu_search(env, sim)  # the templates' tuning is cached by now
+    cfg = config(env, sim, "overlap", audit=0.0, generations=3, per_generation=2, initial=2, repair=1,
+                 meta=1, tune=False)
+    sim.latency(300)
+    try:
+        r = run(env, cfg, RELU, "overlap", "--seed", "606")
+    finally:
+        sim.latency(0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = kernel_json(env, "overlap")["search"]
+    sid = s["search_id"]
+    assert s["generations"] == 3
+    err = r.stderr
+    # the progress lines, in the order the search printed them: generation
+    # 2's stage begins before generation 1's rewrite answers, and 3's before 2's
+    metas = [m.start() for m in re.finditer(r"^\+?[\d.]* *meta-prompt rewr", err, re.M)]
+    assert len(metas) >= 2, err
+    assert err.index("[evolve 2/3") < metas[0], err
+    assert err.index("[evolve 3/3") < metas[1], err
+    with db(env) as c:
+        twice = c.execute("SELECT call_key FROM llm_calls WHERE search_id = ?"
+                          " GROUP BY call_key HAVING count(*) > 1", (sid,)).fetchall()
+        meta_keys = sorted(row[0].split("/")[1] for row in c.execute(
+            "SELECT call_key FROM llm_calls WHERE search_id = ? AND purpose = 'meta'", (sid,)))
+        gen = c.execute("SELECT generation, state FROM searches WHERE id = ?", (sid,)).fetchone()
+    assert twice == []
+    assert meta_keys == ["g1", "g2", "g3"], meta_keys
+    assert gen == (4, "done"), gen
 
 
 def hung_model_config(env, sim, name, initial):

@@ -49,6 +49,8 @@ struct fixture {
 	cJSON *ev[MAX_JOBS], *pl[MAX_JOBS];
 	size_t order[MAX_JOBS];      /* jobs in the order they ended */
 	size_t fail_at;              /* the request callback fails for this job; SIZE_MAX: never */
+	size_t idle_calls;           /* ops->idle's */
+	bool n_gated_skip;           /* job_done does not open the gate */
 };
 
 static int setup(void **state)
@@ -160,7 +162,7 @@ static void job_done(size_t i, cJSON *evidence, cJSON *placement, void *payload)
 	for (size_t j = 0; j < f->n; j++)
 		gated += !strcmp(f->fake[j], "gate");
 	/* every job but the gated ones ended: let those answer */
-	if (f->done_count == f->n - gated) {
+	if (!f->n_gated_skip && f->done_count == f->n - gated) {
 		int fd = open(f->gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 
 		assert_true(fd >= 0);
@@ -170,7 +172,7 @@ static void job_done(size_t i, cJSON *evidence, cJSON *placement, void *payload)
 
 static int run(struct fixture *f)
 {
-	struct kb_pool_ops ops = { make_request, job_done, NULL, f };
+	struct kb_pool_ops ops = { make_request, job_done, NULL, f, NULL, NULL };
 
 	return kb_harness_pool_run(&f->pool, f->jobs, f->n, &ops);
 }
@@ -281,6 +283,38 @@ static void test_two_workers_share_one_device(void **state)
 	}
 }
 
+/* The idle callback: the gate opened on its first call. */
+static void open_gate(void *arg)
+{
+	struct fixture *f = arg;
+
+	if (!f->idle_calls++) {
+		int fd = open(f->gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		assert_true(fd >= 0);
+		close(fd);
+	}
+}
+
+/*
+ * ops->idle runs while a worker is busy (the search takes its model
+ * replies there): the only job answers once the gate exists, and only the
+ * idle callback opens it, so the run ends only if it was called meanwhile.
+ */
+static void test_idle_called_while_a_worker_is_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct kb_pool_ops ops = { make_request, job_done, NULL, f, open_gate, f };
+
+	pool_of(f, NULL, 1);
+	add_jobs(f, "cpu", "gate", NULL);
+	f->n_gated_skip = true;
+	assert_int_equal(kb_harness_pool_run(&f->pool, f->jobs, f->n, &ops), 0);
+	assert_int_equal(f->done_count, 1);
+	assert_string_equal(kb_evidence_verdict(f->ev[0]), "verified");
+	assert_true(f->idle_calls >= 1);
+}
+
 /* A worker killed mid-request: that job is a crash, only that worker starts again. */
 static void test_dead_worker_restarted_alone(void **state)
 {
@@ -359,6 +393,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_dead_worker_restarted_alone, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pinned_devices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_request_stops_run, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_called_while_a_worker_is_busy, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
