@@ -258,18 +258,19 @@ def test_thread_sampler_on_real_threads():
 def _quality_db(path):
     con = sqlite3.connect(path)
     con.executescript("CREATE TABLE candidates (id INTEGER PRIMARY KEY, search_id INTEGER,"
-                      " proposer TEXT, verdict TEXT, speedup REAL, cell INTEGER, evidence TEXT);")
+                      " proposer TEXT, verdict TEXT, speedup REAL, cell INTEGER, evidence TEXT,"
+                      " source_hash TEXT);")
     ran = json.dumps({"stages": {"build_s": 1.0, "harness_s": 2.0}})
     static = json.dumps({"stages": {"static_s": 0.01, "build_s": 0.0, "harness_s": 0.0}})
-    con.executemany("INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?)", [
-        (1, 1, "template", "verified", 5.0, 9, ran),   # re-timed each run: left out
-        (2, 1, "translate", "verified", 1.2, 3, ran),
-        (3, 1, "translate", "static", None, None, static),
-        (4, 1, "mutate", "filtered", None, None, None),
-        (5, 1, "mutate", "rejected", None, 4, ran),
-        (6, 1, "mutate", "verified", 1.5, 3, ran),
-        (7, 1, "mutate", "verified", 2.5, 6, ran),
-        (8, 2, "mutate", "verified", 9.0, 1, ran)])    # another search
+    con.executemany("INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+        (1, 1, "template", "verified", 5.0, 9, ran, "h1"),   # re-timed each run: left out
+        (2, 1, "translate", "verified", 1.2, 3, ran, "h2"),
+        (3, 1, "translate", "static", None, None, static, "h3"),
+        (4, 1, "mutate", "filtered", None, None, None, "h4"),
+        (5, 1, "mutate", "rejected", None, 4, ran, "h5"),
+        (6, 1, "mutate", "verified", 1.5, 3, ran, "h6"),
+        (7, 1, "mutate", "verified", 2.5, 6, ran, "h7"),
+        (8, 2, "mutate", "verified", 9.0, 1, ran, "h8")])    # another search
     con.commit()
     con.close()
 
@@ -277,11 +278,17 @@ def _quality_db(path):
 def test_quality_at_equal_candidate_counts(tmp_path):
     db = str(tmp_path / "k.db")
     _quality_db(db)
-    assert CC.quality(db, 1, 1) == {"n": 1, "best": 1.2, "cells": 1}
-    assert CC.quality(db, 1, 3) == {"n": 3, "best": 1.5, "cells": 1}
-    assert CC.quality(db, 1, 4) == {"n": 4, "best": 2.5, "cells": 2}
-    assert CC.quality(db, 1, 99) == {"n": 4, "best": 2.5, "cells": 2}
-    assert CC.quality(db, 3, 5) == {"n": 0, "best": None, "cells": 0}
+    assert CC.quality(db, 1, 1) == {"n": 1, "best": 1.2, "cells": 1, "timed": {"h2": 1.2}}
+    assert CC.quality(db, 1, 3) == {"n": 3, "best": 1.5, "cells": 1, "timed": {"h2": 1.2, "h6": 1.5}}
+    assert CC.quality(db, 1, 4)["best"] == 2.5 and CC.quality(db, 1, 4)["cells"] == 2
+    assert CC.quality(db, 1, 99)["n"] == 4
+    assert CC.quality(db, 3, 5) == {"n": 0, "best": None, "cells": 0, "timed": {}}
+    # the same kernels found, timed slower beside other work: judged by the serial run's timing
+    serial = {"n": 3, "best": 1.6, "cells": 2, "timed": {"a": 1.6, "b": 0.7}}
+    many = {"n": 3, "best": 1.1, "cells": 2, "timed": {"a": 1.1, "b": 0.7, "c": 0.9}}
+    assert CC.common_best(serial, many) == (2, 1.6)
+    assert CC.common_best(serial, {"timed": {"c": 0.9}}) == (0, 0.9)
+    assert CC.common_best(serial, {"timed": {}}) == (0, None)
 
 
 def _conc_run(lat, n, jph, busy, ov_ms, peak, at_equal, rc=0):
@@ -308,7 +315,9 @@ def test_concurrency_report_ratios_and_targets():
     assert ok, text
     assert "20000 ms, 8 vs 1 in flight: 6.50x candidates judged per hour: met" in text
     assert "GPU busy 55%: met; overhead 150.0 ms per candidate: met" in text
-    assert "after 6 judged candidates each: best 1.10x vs 1.20x, 1 vs 2 cells filled: met" in text
+    assert ("after 6 judged candidates each: best 1.10x vs 1.20x as timed in each run, 1.10x vs 1.20x"
+            " with the kernels both verified timed as in the 1-in-flight run (0 of its 0 verified),"
+            " 1 vs 2 cells filled: met") in text
     # only the 20 s latency is judged against the targets
     assert "2000 ms, 8 vs 1 in flight: 3.00x candidates judged per hour\n" in text
     assert "overhead 250.0 ms per candidate\n" in text and "not run at" not in text
@@ -319,7 +328,7 @@ def test_concurrency_report_ratios_and_targets():
     assert not ok
     assert "5.00x candidates judged per hour: missed" in text
     assert "harness busy 30%: missed; overhead 300.0 ms per candidate: missed" in text
-    assert "best 1.00x vs 1.20x, 0 vs 2 cells filled: missed" in text
+    assert "best 1.00x vs 1.20x as timed in each run" in text and "0 vs 2 cells filled: missed" in text
     assert "20000 ms, 8 in flight: at most 8 model calls in flight (the simulator saw 9): no" in text
     assert "20000 ms, 8 in flight: `kernelbot run` finished (exit 1): no" in text
     res["latencies_ms"], res["runs"] = [2000], res["runs"][2:]
