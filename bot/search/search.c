@@ -70,15 +70,24 @@ void srch_cut_short(struct srch *s, const char *fmt, ...)
 	kb_progress_note(s->pg, "cut short: %s; finishing with the best so far", s->cut_short);
 }
 
+/* Drop the oldest n diagnoses (past the cap, or shown to a rewrite). */
+static void diagnoses_drop(struct srch *s, size_t n)
+{
+	if (n > s->diagnoses.nr)
+		n = s->diagnoses.nr;
+	for (size_t i = 0; i < n; i++)
+		free((char *)s->diagnoses.v[i]);
+	memmove(s->diagnoses.v, s->diagnoses.v + n, (s->diagnoses.nr - n) * sizeof(*s->diagnoses.v));
+	memmove(s->diag_ids, s->diag_ids + n, (s->diagnoses.nr - n) * sizeof(*s->diag_ids));
+	s->diagnoses.nr -= n;
+	s->diagnoses.v[s->diagnoses.nr] = NULL;
+}
+
 /* Keep text (its stored row id) among the recent diagnoses, dropping the oldest past the cap. */
 static void diagnosis_push(struct srch *s, int64_t id, const char *text)
 {
-	if (s->diagnoses.nr == SRCH_MAX_DIAGNOSES) {
-		free((char *)s->diagnoses.v[0]);
-		memmove(s->diagnoses.v, s->diagnoses.v + 1, (s->diagnoses.nr - 1) * sizeof(*s->diagnoses.v));
-		memmove(s->diag_ids, s->diag_ids + 1, (s->diagnoses.nr - 1) * sizeof(*s->diag_ids));
-		s->diagnoses.v[--s->diagnoses.nr] = NULL;
-	}
+	if (s->diagnoses.nr == SRCH_MAX_DIAGNOSES)
+		diagnoses_drop(s, 1);
 	s->diag_ids[s->diagnoses.nr] = id;
 	strvec_push(&s->diagnoses, text);
 	s->diag_pushed++;
@@ -579,19 +588,6 @@ int srch_meta_prompt(struct srch *s, int64_t g, struct srch_meta *m, struct strb
 	kb_prompt_vars_release(&v);
 	strbuf_release(&diag);
 	return rc;
-}
-
-/* Drop the oldest n diagnoses (shown to a rewrite). */
-static void diagnoses_drop(struct srch *s, size_t n)
-{
-	if (n > s->diagnoses.nr)
-		n = s->diagnoses.nr;
-	for (size_t i = 0; i < n; i++)
-		free((char *)s->diagnoses.v[i]);
-	memmove(s->diagnoses.v, s->diagnoses.v + n, (s->diagnoses.nr - n) * sizeof(*s->diagnoses.v));
-	memmove(s->diag_ids, s->diag_ids + n, (s->diagnoses.nr - n) * sizeof(*s->diag_ids));
-	s->diagnoses.nr -= n;
-	s->diagnoses.v[s->diagnoses.nr] = NULL;
 }
 
 void srch_meta_take(struct srch *s, const struct srch_meta *m, const struct kb_llm_reply *reply)

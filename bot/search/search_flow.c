@@ -366,17 +366,15 @@ static int run_ready(struct flow *f)
 }
 
 /* After an error or a stop: the calls in flight aborted and their jobs freed, then the rest. */
+static void job_free_payload(void *payload)
+{
+	job_free(payload);
+}
+
 static void drain(struct flow *f, bool abort)
 {
-	struct kb_llm_pool_done done;
-
 	if (abort)
-		kb_llm_pool_abort(f->s->pool);
-	while (abort && kb_llm_pool_next(f->s->pool, 1000, &done) != KB_ENOTFOUND) {
-		job_free(done.payload);
-		done.payload = NULL;
-		kb_llm_reply_release(&done.reply);
-	}
+		srch_pool_abort(f->s, job_free_payload);
 	for (size_t i = 0; i < f->nr_v; i++)
 		cJSON_Delete(f->v[i].all);
 	free(f->v);

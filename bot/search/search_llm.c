@@ -110,6 +110,18 @@ static struct kb_llm_request ask_request(const struct srch *s, const char *purpo
 	return req;
 }
 
+void srch_pool_abort(struct srch *s, void (*free_payload)(void *))
+{
+	struct kb_llm_pool_done done;
+
+	kb_llm_pool_abort(s->pool);
+	while (kb_llm_pool_next(s->pool, 1000, &done) != KB_ENOTFOUND) {
+		if (free_payload)
+			free_payload(done.payload);
+		kb_llm_reply_release(&done.reply);
+	}
+}
+
 int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char *purpose,
 	     int64_t attempt, size_t model, const char *prompt, struct kb_llm_reply *reply,
 	     struct strbuf *key_out)
@@ -125,9 +137,7 @@ int srch_ask(struct srch *s, int64_t g, int64_t island, int64_t slot, const char
 		rc = srch_tune_await(s, &done);
 		if (rc && rc != KB_ENOTFOUND) {
 			/* a step failed, or a stop: the lone call ends too */
-			kb_llm_pool_abort(s->pool);
-			while (kb_llm_pool_next(s->pool, 1000, &done) != KB_ENOTFOUND)
-				kb_llm_reply_release(&done.reply);
+			srch_pool_abort(s, NULL);
 		} else if (!rc) {
 			kb_llm_reply_release(reply);
 			*reply = done.reply;

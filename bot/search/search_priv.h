@@ -231,6 +231,8 @@ int srch_ask_begin(struct srch *s, int64_t g, int64_t island, int64_t slot, cons
 		   struct strbuf *key, void *payload, int64_t *ticket);
 int srch_ask_end(struct srch *s, const char *purpose, const char *key, int call_rc,
 		 struct kb_llm_reply *reply);
+/* After an error or a stop: every call in s->pool ended and taken back (its payload freed with free_payload). */
+void srch_pool_abort(struct srch *s, void (*free_payload)(void *));
 
 /* Render template t with the base variables plus v. 0, or -1 (logged). */
 int srch_render(struct srch *s, enum srch_tmpl t, const struct kb_prompt_vars *v, struct strbuf *out);
