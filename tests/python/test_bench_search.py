@@ -291,6 +291,24 @@ def test_quality_at_equal_candidate_counts(tmp_path):
     assert CC.common_best(serial, {"timed": {}}) == (0, None)
 
 
+import call_slots as CS  # noqa: E402  (bench/search)
+
+
+def test_call_slots_windows_and_mean(tmp_path, capsys):
+    assert CS.windows([100.0, 100.5, 119.9, 120.0, 165.0], 20.0) == [3, 1, 0, 1]  # an empty window is idle
+    assert CS.windows([], 20.0) == []
+    log = tmp_path / "llm.log"
+    log.write_text("".join(json.dumps({"time": 1000.0 + t, "purpose": "kernel"}) + "\n"
+                           for t in (0, 1, 2, 3, 25, 41)))
+    assert CS.main([str(log), "--latency-ms", "20000", "--slots", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "calls begun per 20-s window: 4 1 1" in out and "mean 2.00 of 4 slots (50%), 6 calls" in out
+    log.write_text('{"purpose": "kernel"}\n')
+    with pytest.raises(SystemExit) as e:
+        CS.main([str(log), "--latency-ms", "20000", "--slots", "4"])
+    assert ':1: a request without a numeric "time"' in str(e.value)
+
+
 def _conc_run(lat, n, jph, busy, ov_ms, peak, at_equal, rc=0):
     return {"latency_ms": lat, "in_flight": n, "time_budget_s": 575, "rc": rc,
             "timed_out": False,
